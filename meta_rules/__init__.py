@@ -1,0 +1,1 @@
+"""Scan-aware MetaSchedule schedule rules (issue 3: not written yet)."""

@@ -1,0 +1,1 @@
+"""Scan-aware MetaSchedule postprocessors (issue 3: not written yet)."""

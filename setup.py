@@ -1,0 +1,26 @@
+"""scan-tir: first-class recurrent tensor programs (te.scan) for TVM MetaSchedule."""
+
+from setuptools import setup
+
+setup(
+    name="scan-tir",
+    version="0.1.0",
+    description="Lower te.scan to S-TIR and tune recurrences with MetaSchedule",
+    python_requires=">=3.10",
+    packages=["scan_tir", "meta_rules", "postprocs"],
+    install_requires=[
+        # ffi 0.1.15.x segfaults in tvm.ir.save_json, i.e. on every MetaSchedule
+        # database write (../shared/FIELD_NOTES.md); pin both.
+        "apache-tvm==0.27.0.post1",
+        "apache-tvm-ffi==0.1.14.post1",
+        "numpy",
+        "xgboost",
+        "psutil",
+        "cloudpickle",
+    ],
+    extras_require={
+        "tests": ["pytest", "hypothesis", "ruff"],
+        # The CPU build on local disk; a bare "torch" pulls a multi-GB CUDA build.
+        "benchmarks": ["torch==2.13.0"],
+    },
+)
