@@ -15,9 +15,10 @@ from collections.abc import Sequence
 import tvm_ffi
 from tvm import s_tir, te, tirx
 
+from .errors import ScanLoweringError
 from .graph import Graph, analyse
 from .scan_lowering import SCAN_WRAPPER, lower_scan
-from .te_rewrite import compute_op, load, map_attr_tensors, map_reads, tensor_key
+from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
 
 
 def create_prim_func(
@@ -32,6 +33,12 @@ def create_prim_func(
     blocks. Raises :class:`scan_tir.ScanLoweringError` for graphs it cannot lower.
     """
     ops = list(ops) if isinstance(ops, (list, tuple, tvm_ffi.Array)) else [ops]
+    for i, x in enumerate(ops):
+        if not isinstance(x, (te.Tensor, tirx.Var)):
+            raise ScanLoweringError(
+                f"create_prim_func: argument {i} is a {type(x).__name__}; pass the TE tensors "
+                "(inputs and outputs) and, optionally, tirx.Var size parameters."
+            )
     tensors = [x for x in ops if isinstance(x, te.Tensor)]
     graph = analyse(tensors)
     if not graph.has_scan:
@@ -58,7 +65,7 @@ def _rewrite(graph: Graph) -> dict[tuple, te.Tensor]:
         if not any(tensor_key(t) in mapping for t in op.input_tensors):
             continue
         if isinstance(op, te.ComputeOp):
-            body = map_reads(list(op.body), lambda t, idx: load(outer(t), idx))
+            body = map_body(op, lambda t, idx: load(outer(t), idx))
             new_op = compute_op(op, op.axis, body, map_attr_tensors(op.attrs, outer))
         else:  # te.ExternOp: only its inputs change, its body speaks of placeholders
             new_op = te._ffi_api.ExternOp(

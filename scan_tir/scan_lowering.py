@@ -37,7 +37,7 @@ from tvm.sym import Analyzer
 from .errors import ScanLoweringError
 from .graph import ScanBody
 from .structure import ORDERED, SCAN_INIT, SCAN_STEP
-from .te_rewrite import compute_op, load, map_attr_tensors, map_reads, mentions, tensor_key
+from .te_rewrite import compute_op, load, map_attr_tensors, map_body, mentions, tensor_key
 
 #: On the te.extern wrapper block that convert.py dissolves.
 SCAN_WRAPPER = "scan_tir.scan_wrapper"
@@ -45,7 +45,9 @@ SCAN_WRAPPER = "scan_tir.scan_wrapper"
 
 def _buffer_for(tensor: te.Tensor, name: str | None = None) -> Var:
     """A buffer declared as ``te.create_prim_func`` declares one for ``tensor``."""
-    return tirx.decl_buffer(tensor.shape, tensor.dtype, name or tensor.op.name, scope="global")
+    return tirx.decl_buffer(
+        tensor.shape, tensor.dtype, name or tensor.op.name, scope="global", layout=None
+    )
 
 
 def _view_buffer(like: Var) -> Var:
@@ -57,6 +59,7 @@ def _view_buffer(like: Var) -> Var:
         elem_offset=tirx.Var(f"{like.name}_elem_offset", "int32"),
         scope="global",
         offset_factor=1,
+        layout=None,
     )
 
 
@@ -205,11 +208,7 @@ class _StepBuilder:
                 f" but the scan runs over {self.length} time steps; every op of a scan body "
                 "needs the time axis first, with the states' length."
             )
-        body = map_reads(
-            list(op.body),
-            lambda t, idx: self.read(op, t, idx),
-            [(axis[0].var, self.now)],
-        )
+        body = map_body(op, lambda t, idx: self.read(op, t, idx), [(axis[0].var, self.now)])
         attrs = map_attr_tensors(op.attrs, self.whole)
         step_op = compute_op(op, axis[1:], body, attrs)
         for i in range(op.num_outputs):

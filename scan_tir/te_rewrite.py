@@ -41,10 +41,18 @@ def map_reads(
     """``exprs`` with each read replaced by ``on_load(tensor, indices)`` (indices already
     rewritten, innermost reads first) and each ``(var, value)`` of ``substitute`` applied."""
 
+    # An exception raised in a callback crosses the FFI boundary as a RuntimeError; keep
+    # the original so that the caller sees its own type and message.
+    raised: list[BaseException] = []
+
     def on_call(call: Call, mutator: tvm_ffi.StructuralMutator) -> object:
-        if is_tensor_load(call):
+        if not is_tensor_load(call):
+            return mutator.default_mutate(call)
+        try:
             return on_load(call.args[0], [mutator.mutate(i) for i in call.args[1:]])
-        return mutator.default_mutate(call)
+        except Exception as err:
+            raised.append(err)
+            raise
 
     def on_var(var: Var, mutator: tvm_ffi.StructuralMutator) -> object:
         for old, new in substitute:
@@ -52,7 +60,33 @@ def map_reads(
                 return new
         return var
 
-    return list(tvm_ffi.structural_mutate(list(exprs), [(Call, on_call), (Var, on_var)]))
+    try:
+        return list(tvm_ffi.structural_mutate(list(exprs), [(Call, on_call), (Var, on_var)]))
+    except Exception:
+        if raised:
+            raise raised[0] from None
+        raise
+
+
+def map_body(
+    op: te.ComputeOp,
+    on_load: OnLoad,
+    substitute: Sequence[tuple[Var, tirx.Expr]] = (),
+) -> list[tirx.Expr]:
+    """``map_reads`` over a compute's body. The outputs of a multi-value reduction (an
+    argmax) must share one source array (src/te/operation/compute_op.cc checks identity),
+    so such a body is mapped once and its Reduce nodes rebuilt around the shared result."""
+    body = list(op.body)
+    if len(body) < 2 or not isinstance(body[0], tirx.Reduce):
+        return map_reads(body, on_load, substitute)
+    first = body[0]
+    source, condition, *init = map_reads(
+        [tirx.convert(list(first.source)), first.condition, *first.init], on_load, substitute
+    )
+    return [
+        tirx.Reduce(first.combiner, source, first.axis, condition, k, init or None)
+        for k in range(len(body))
+    ]
 
 
 def vars_in(expr: tirx.Expr) -> list[Var]:

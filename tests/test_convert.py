@@ -323,3 +323,94 @@ def test_step_blocks_accept_schedule_primitives():
     xv, wv = rand(length, n), rand(n, n, scale=0.3)
     (got,) = run(lib, [xv, wv], [(length, n)])
     np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
+
+
+def test_symbolic_length_one_module_all_lengths_two_threads():
+    """One module with a symbolic length, its step parallelised over 2 threads, checked from
+    length 1 to several thousand: a race between steps would show at the long lengths."""
+    m, n = te.var("m"), 32
+    func = scan_tir.create_prim_func(_rnn(m, n))
+    sch = s_tir.Schedule(func)
+    dense = sch.get_sblock("dense")
+    i, k = sch.get_loops(dense)[-2:]
+    io, ii = sch.split(i, [2, None])
+    sch.parallel(io)
+    for name in ("bias", "s_update"):
+        (j,) = sch.get_loops(sch.get_sblock(name))[-1:]
+        jo, _ = sch.split(j, [2, None])
+        sch.parallel(jo)
+    lib = compile_func(sch.mod["main"])
+    wv = rand(n, n, scale=0.25)
+    for length in (1, 2, 3, 100, 4096):
+        xv = rand(length, n)
+        (got,) = run(lib, [xv, wv], [(length, n)])
+        np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
+
+
+def test_batch_first_input_read_through_whole_buffer():
+    """An input whose time index is not its first axis (batch-first X[b, t, f]) is read
+    through the whole buffer at the step's index instead of through a slice view."""
+    length, batch, feat = 300, 3, 4
+    x = te.placeholder((batch, length, feat), name="X")
+    s = te.placeholder((length, batch, feat), name="s")
+    init = te.compute((1, batch, feat), lambda _, b, f: 0.0, name="init")
+    u = te.compute(
+        (length, batch, feat), lambda t, b, f: s[t - 1, b, f] * 0.5 + x[b, t, f], name="u"
+    )
+    _, lib = lower_and_build([x, scan_tir.scan(init, u, s, name="batch_first")])
+    xv = rand(batch, length, feat)
+    (got,) = run(lib, [xv], [(length, batch, feat)])
+    ref = np.zeros((length, batch, feat))
+    for t in range(1, length):
+        ref[t] = ref[t - 1] * 0.5 + xv[:, t, :]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_multi_output_body_ops_and_argmax_reduction_with_int_state():
+    """A two-output body compute, and an argmax (two-value reduction) over the previous
+    state feeding an int32 state: s[t] = 0.5 s[t-1] + W[argmax(s[t-1])]."""
+    length, n = 40, 6
+    w = te.placeholder((n, n), name="W")
+    s = te.placeholder((length, n), name="s")
+    idx = te.placeholder((length,), name="idx", dtype="int32")
+
+    def combine(x, y):
+        keep = x[1] >= y[1]
+        return tvm.tirx.Select(keep, x[0], y[0]), tvm.tirx.Select(keep, x[1], y[1])
+
+    def identity(t0, t1):
+        return tvm.tirx.const(-1, t0), te.min_value(t1)
+
+    argmax = te.comm_reducer(combine, identity, name="argmax")
+    k = te.reduce_axis((0, n), name="k")
+    am_idx, _ = te.compute((length,), lambda t: argmax((k, s[t - 1, k]), axis=k), name="am")
+    half, row = te.compute(
+        (length, n), lambda t, j: (s[t - 1, j] * 0.5, w[am_idx[t], j]), name="parts"
+    )
+    u = te.compute((length, n), lambda t, j: half[t, j] + row[t, j], name="u")
+    u_idx = te.compute((length,), lambda t: am_idx[t], name="u_idx")
+    init = te.compute((1, n), lambda _, j: w[0, j], name="init")
+    init_idx = te.compute((1,), lambda _: -1, name="init_idx")
+    rs, ri = scan_tir.scan([init, init_idx], [u, u_idx], [s, idx], name="greedy")
+    _, lib = lower_and_build([w, rs, ri])
+    wv = rand(n, n)
+    outs = [
+        tvm.runtime.tensor(np.zeros((length, n), "float32")),
+        tvm.runtime.tensor(np.zeros((length,), "int32")),
+    ]
+    lib["main"](tvm.runtime.tensor(wv), *outs)
+    ref, ref_idx = np.zeros((length, n)), np.full(length, -1)
+    ref[0] = wv[0]
+    for t in range(1, length):
+        ref_idx[t] = int(np.argmax(ref[t - 1]))
+        ref[t] = ref[t - 1] * 0.5 + wv[ref_idx[t]]
+    np.testing.assert_allclose(outs[0].numpy(), ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(outs[1].numpy(), ref_idx)
+
+
+def test_emitted_func_round_trips_through_tvmscript_and_json():
+    """Researchers print, edit and re-parse modules; databases store them as JSON."""
+    func = scan_tir.create_prim_func(_rnn(te.var("m"), 8))
+    tvm.ir.assert_structural_equal(func, tvm.script.from_source(func.script()))
+    mod = tvm.IRModule({"main": func})
+    tvm.ir.assert_structural_equal(mod, tvm.ir.load_json(tvm.ir.save_json(mod)))
