@@ -2,15 +2,16 @@
 
 from .convert import create_prim_func
 from .errors import ScanLoweringError
-from .structure import SCAN_INIT, SCAN_STEP, ScanStep, find_scan_steps
+from .structure import SCAN, SCAN_INIT, SCAN_STEP, ScanNest, find_scans
 from .te_scan import scan
 
 __all__ = [
+    "SCAN",
     "SCAN_INIT",
     "SCAN_STEP",
     "ScanLoweringError",
-    "ScanStep",
+    "ScanNest",
     "create_prim_func",
-    "find_scan_steps",
+    "find_scans",
     "scan",
 ]

@@ -3,9 +3,9 @@
 The outer graph is rewritten so that each scan becomes a ``te.extern`` holding its S-TIR
 nest (scan_lowering.py) and every op downstream reads the extern's outputs; TVM's own
 ``te.create_prim_func`` (src/te/operation/create_primfunc.cc) then lowers the result, so
-ops outside scans come out exactly as TVM makes them. Finally the extern wrappers are
-dissolved, leaving each scan's loop nest directly under the root block, and block names
-are made unique (separate scans may repeat op names, e.g. two layers from one builder).
+ops outside scans come out exactly as TVM makes them. Finally each scan's block gets its
+access regions and block names are made unique (separate scans may repeat op names, e.g.
+two layers from one builder).
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ from collections.abc import Sequence
 
 import tvm_ffi
 from tvm import s_tir, te, tirx
+from tvm.ir import Range
+from tvm.s_tir.analysis import get_sblock_read_write_region
 
 from .errors import ScanLoweringError
 from .graph import Graph, analyse
-from .scan_lowering import SCAN_WRAPPER, lower_scan
+from .scan_lowering import lower_scan
+from .structure import SCAN
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
 
 
@@ -27,10 +30,11 @@ def create_prim_func(
     """Lower a TE graph that may contain ``te.scan`` to an S-TIR PrimFunc.
 
     A drop-in for ``te.create_prim_func``: same arguments, and for a graph without scans
-    the very same result. Each scan becomes a serial loop, starting at 0, over its steps;
-    under it one block per step with an ordered (``T.axis.scan``) iterator, annotated with
-    :data:`scan_tir.structure.SCAN_STEP`, holding the step's ordinary spatial and reduce
-    blocks. Raises :class:`scan_tir.ScanLoweringError` for graphs it cannot lower.
+    the very same result. Each scan becomes one block (:data:`scan_tir.structure.SCAN`)
+    holding a serial loop, starting at 0, over its steps; under the loop one block per step
+    with an ordered (``T.axis.scan``) iterator (:data:`scan_tir.structure.SCAN_STEP`)
+    holding the step's ordinary spatial and reduce blocks. Raises
+    :class:`scan_tir.ScanLoweringError` for graphs it cannot lower.
     """
     ops = list(ops) if isinstance(ops, (list, tuple, tvm_ffi.Array)) else [ops]
     for i, x in enumerate(ops):
@@ -46,7 +50,7 @@ def create_prim_func(
     mapping = _rewrite(graph)
     new_ops = [mapping.get(tensor_key(x), x) if isinstance(x, te.Tensor) else x for x in ops]
     func = te.create_prim_func(new_ops, index_dtype_override)
-    return _unique_block_names(_dissolve_wrappers(func))
+    return _unique_block_names(_complete_scan_blocks(func))
 
 
 def _rewrite(graph: Graph) -> dict[tuple, te.Tensor]:
@@ -82,26 +86,46 @@ def _rewrite(graph: Graph) -> dict[tuple, te.Tensor]:
     return mapping
 
 
-def _dissolve_wrappers(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """Replace each scan's te.extern block by the nest it holds."""
+def _complete_scan_blocks(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Give each scan's block its access regions: it writes its state buffers and reads its
+    inputs, whole (a read region inside may depend on values loaded in the step, which do
+    not exist at this level). Reads of the states themselves stay inside the block (every
+    row is written there before it is read), so the root scope remains a stage pipeline."""
     root = func.body.block
-    if SCAN_WRAPPER in root.annotations:  # the scan was the only op: its block is the root
-        root = s_tir.SBlock([], [], [], "root", root.body, alloc_buffers=list(root.alloc_buffers))
-    stmts = list(root.body) if isinstance(root.body, tirx.SeqStmt) else [root.body]
-    flat: list[tirx.Stmt] = []
-    allocs = list(root.alloc_buffers)
-    for stmt in stmts:
-        if isinstance(stmt, s_tir.SBlockRealize) and SCAN_WRAPPER in stmt.block.annotations:
-            allocs.extend(stmt.block.alloc_buffers)
-            inner = stmt.block.body
-            flat.extend(inner if isinstance(inner, tirx.SeqStmt) else [inner])
-        else:
-            flat.append(stmt)
-    body = flat[0] if len(flat) == 1 else tirx.SeqStmt(flat)
-    new_root = s_tir.SBlock(
-        [], [], [], root.name_hint, body, alloc_buffers=allocs, annotations=root.annotations
-    )
-    return func.with_body(s_tir.SBlockRealize([], True, new_root))
+    if SCAN in root.annotations:  # the scan was the only op: its block became the root
+        scan = s_tir.SBlock([], [], [], root.name_hint, root.body, annotations=root.annotations)
+        root = s_tir.SBlock(
+            [], [], [], "root", s_tir.SBlockRealize([], True, scan), None, root.alloc_buffers
+        )
+    buffers = {b: b for b in [*func.params, *root.alloc_buffers]}
+
+    def complete(block: s_tir.SBlock) -> s_tir.SBlock:
+        if SCAN not in block.annotations:
+            return block
+        reads, writes = get_sblock_read_write_region(block, buffers)
+        written = [w.source for w in writes]
+        read = []
+        for region in reads:
+            if not any(region.source.same_as(b) for b in [*written, *read]):
+                read.append(region.source)
+        return s_tir.SBlock(
+            block.iter_vars,
+            [_whole(b) for b in read],
+            [_whole(b) for b in written],
+            block.name_hint,
+            block.body,
+            block.init,
+            block.alloc_buffers,
+            block.match_buffers,
+            block.annotations,
+        )
+
+    body = tvm_ffi.structural_map(root, (s_tir.SBlock, complete))
+    return func.with_body(s_tir.SBlockRealize([], True, body))
+
+
+def _whole(buffer: tirx.Var) -> tirx.BufferRegion:
+    return tirx.BufferRegion(buffer, [Range.from_min_extent(0, d) for d in buffer.shape])
 
 
 def _unique_block_names(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -1,15 +1,16 @@
 """Lowering one ``te.scan`` to S-TIR in the "step" encoding.
 
-What one scan becomes (see notes.md, "Encoding", for what else was tried)::
+What one scan becomes (notes.md, section 1, says what else was tried and why not)::
 
-    for i...: block <state>_init          # copy the init rows into the state buffer
-    for t in range(length - init_rows):   # serial, starts at 0
-        block <scan name>:                # annotated SCAN_STEP
-            v_t = T.axis.scan(...)        # kOrdered: TVM refuses to parallelise it
-            <state>_prev = match_buffer(state[v_t + init_rows - 1, ...])
-            <update>     = match_buffer(state[v_t + init_rows, ...])
-            <input>_t    = match_buffer(input[f(v_t), ...])
-            ... ordinary spatial/reduce blocks of the body, one step's worth ...
+    block <scan>:                           # SCAN; reads the inputs, writes the states
+        for i...: block <state>_init        # SCAN_INIT: copy the init rows
+        for t in range(length - init_rows): # serial, from 0
+            block <scan>_step:              # SCAN_STEP
+                v_t = T.axis.scan(...)      # kOrdered: TVM refuses to parallelise it
+                <state>_prev = match_buffer(state[v_t + init_rows - 1, ...])
+                <update>     = match_buffer(state[v_t + init_rows, ...])
+                <input>_t    = match_buffer(input[f(v_t), ...])
+                ... ordinary spatial/reduce blocks of one step ...
 
 The per-step blocks are made by ``te.create_prim_func`` itself, from a "step graph": each
 body compute with its time axis fixed to the current step, reading per-step placeholders.
@@ -19,8 +20,8 @@ sliced (it also depends on a spatial index, as in topi's LSTM). So the inner blo
 exactly what ``te.create_prim_func`` gives for a non-recurrent compute, and schedule
 primitives treat them as such.
 
-The nest is wrapped in a ``te.extern`` so that the outer ``te.create_prim_func`` call
-orders it among the other ops and binds its buffers; convert.py removes the wrapper.
+The outer block is a ``te.extern``'s: the outer ``te.create_prim_func`` call orders it among
+the other ops and binds its buffers; convert.py gives it its access regions.
 """
 
 from __future__ import annotations
@@ -36,11 +37,8 @@ from tvm.sym import Analyzer
 
 from .errors import ScanLoweringError
 from .graph import ScanBody
-from .structure import ORDERED, SCAN_INIT, SCAN_STEP
+from .structure import ORDERED, SCAN, SCAN_INIT, SCAN_STEP
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, mentions, tensor_key
-
-#: On the te.extern wrapper block that convert.py dissolves.
-SCAN_WRAPPER = "scan_tir.scan_wrapper"
 
 
 def _buffer_for(tensor: te.Tensor, name: str | None = None) -> Var:
@@ -121,7 +119,7 @@ class _StepBuilder:
         self.wholes: dict[tuple, te.Tensor] = {}  # input key -> stand-in placeholder
         self.steps: dict[tuple, te.Tensor] = {}  # body tensor key -> step tensor
 
-    # -- buffers of the extern wrapper ---------------------------------------------------
+    # -- buffers of the scan's te.extern ---------------------------------------------------
     def input_buffer(self, tensor: te.Tensor) -> Var:
         key = tensor_key(tensor)
         if key not in self.input_buffers:
@@ -242,12 +240,13 @@ class _StepBuilder:
         iter_var = tirx.IterVar(Range.from_min_extent(0, self.extent), self.step_var, ORDERED)
         body = _substitute_buffers(root.body, mapping)
         alloc = list(root.alloc_buffers)
-        annotations = {SCAN_STEP: self.scan.name}
-        unfilled = s_tir.SBlock([iter_var], [], [], self.scan.name, body, None, alloc, matches)
+        name = f"{self.scan.name}_step"
+        unfilled = s_tir.SBlock([iter_var], [], [], name, body, None, alloc, matches)
         outside = [*self.state_buffers, *self.input_buffers.values()]
         reads, writes = get_sblock_read_write_region(unfilled, {b: b for b in outside})
+        annotations = {SCAN_STEP: self.scan.name}
         return s_tir.SBlock(
-            [iter_var], reads, writes, self.scan.name, body, None, alloc, matches, annotations
+            [iter_var], reads, writes, name, body, None, alloc, matches, annotations
         )
 
     def init_copies(self) -> list[tirx.Stmt]:
@@ -284,7 +283,7 @@ class _StepBuilder:
             name=self.scan.name,
             in_buffers=[self.input_buffers[tensor_key(t)] for t in self.inputs],
             out_buffers=self.state_buffers,
-            attrs={SCAN_WRAPPER: self.scan.name},
+            attrs={SCAN: self.scan.name},
         )
         return [outputs] if isinstance(outputs, te.Tensor) else list(outputs)
 

@@ -2,7 +2,12 @@
 
 Schedule rules and postprocessors must find the scan axis without guessing from loop
 shapes, so the converter writes these annotations and everything downstream reads them
-through :func:`find_scan_steps`.
+through :func:`find_scans`.
+
+A scan is one root-level block (annotated :data:`SCAN`) that reads the scan's inputs and
+writes its state buffers, so that the root scope stays a stage pipeline and the ops around
+the scan schedule as usual. Inside it: the init copies (:data:`SCAN_INIT`), then the serial
+time loop whose body is the step block (:data:`SCAN_STEP`, an ordered iterator).
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from dataclasses import dataclass
 import tvm_ffi
 from tvm import s_tir, tirx
 
-#: On every per-step block: the name of the TE scan it implements.
+#: On the block that holds a whole scan: the name of the TE scan.
+SCAN = "scan_tir.scan"
+#: On each scan's per-step block: the name of the TE scan.
 SCAN_STEP = "scan_tir.scan_step"
 #: On the blocks that copy a scan's initial rows into its state buffer.
 SCAN_INIT = "scan_tir.scan_init"
@@ -22,22 +29,35 @@ ORDERED = 3
 
 
 @dataclass(frozen=True)
-class ScanStep:
-    """One scan as it appears in a PrimFunc: its serial time loop and its step block."""
+class ScanNest:
+    """One scan as it appears in a PrimFunc."""
 
     name: str
-    loop: tirx.For
+    #: The block holding the whole scan (init copies and time loop).
     block: s_tir.SBlock
+    #: The serial time loop.
+    loop: tirx.For
+    #: The per-step block directly under ``loop``.
+    step: s_tir.SBlock
 
 
-def find_scan_steps(func: tirx.PrimFunc) -> list[ScanStep]:
-    """Every annotated scan step in ``func``, outermost first, in program order."""
-    steps: list[ScanStep] = []
+def find_scans(func: tirx.PrimFunc) -> list[ScanNest]:
+    """Every annotated scan in ``func``, in program order."""
+    scans: list[ScanNest] = []
 
-    def visit(node: tirx.For) -> None:
-        body = node.body
-        if isinstance(body, s_tir.SBlockRealize) and SCAN_STEP in body.block.annotations:
-            steps.append(ScanStep(str(body.block.annotations[SCAN_STEP]), node, body.block))
+    def visit(block: s_tir.SBlock) -> None:
+        if SCAN not in block.annotations:
+            return
+        loops: list[tirx.For] = []
 
-    tvm_ffi.structural_walk(func.body, (tirx.For, visit), order="pre")
-    return steps
+        def on_loop(loop: tirx.For) -> None:
+            body = loop.body
+            if isinstance(body, s_tir.SBlockRealize) and SCAN_STEP in body.block.annotations:
+                loops.append(loop)
+
+        tvm_ffi.structural_walk(block.body, (tirx.For, on_loop))
+        for loop in loops:
+            scans.append(ScanNest(str(block.annotations[SCAN]), block, loop, loop.body.block))
+
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, visit), order="pre")
+    return scans

@@ -147,7 +147,7 @@ def test_states_of_different_shapes_with_dense_and_chain():
     np.testing.assert_allclose(g_out, gr, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(y_out, hr * 2 + gr[:, 0, 0][:, None], rtol=1e-4, atol=1e-5)
     names = {b.name_hint for b in _blocks(func)}
-    assert {"x_scaled", "two", "hw", "pre", "h_new", "g_new", "after"} <= names
+    assert {"x_scaled", "two", "two_step", "hw", "pre", "h_new", "g_new", "after"} <= names
     assert "two_h_init" in names and "two_g_init" in names
 
 
@@ -179,7 +179,7 @@ def test_stacked_scans_repeat_names():
     np.testing.assert_allclose(got, ref_layer(ref_layer(xv, w1v), w2v), rtol=1e-4, atol=1e-5)
     names = [b.name_hint for b in _blocks(func)]
     assert len(names) == len(set(names))
-    assert [s.name for s in scan_tir.find_scan_steps(func)] == ["layer", "layer"]
+    assert [s.name for s in scan_tir.find_scans(func)] == ["layer", "layer"]
 
 
 def test_independent_scans_share_an_input():
@@ -239,7 +239,7 @@ def test_index_dtype_override_int64():
     for t in range(1, 9):
         ref[t] = ref[t - 1] * 0.5 + xv[t]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
-    assert scan_tir.find_scan_steps(func)[0].loop.loop_var.ty.dtype == "int64"
+    assert scan_tir.find_scans(func)[0].loop.loop_var.ty.dtype == "int64"
 
 
 # --- the S-TIR it emits ---------------------------------------------------------------------
@@ -279,24 +279,64 @@ def _rnn_ref(xv, wv):
 
 def test_emitted_structure():
     func = scan_tir.create_prim_func(_rnn())
-    (step,) = scan_tir.find_scan_steps(func)
-    assert step.name == "rnn"
-    assert step.loop.kind == tvm.tirx.ForKind.SERIAL
-    assert int(step.loop.min) == 0 and int(step.loop.extent) == 31
-    (iv,) = step.block.iter_vars
+    (scan,) = scan_tir.find_scans(func)
+    assert scan.name == "rnn" and scan.block.name_hint == "rnn"
+    assert scan.loop.kind == tvm.tirx.ForKind.SERIAL
+    assert int(scan.loop.min) == 0 and int(scan.loop.extent) == 31
+    assert scan.step.name_hint == "rnn_step"
+    (iv,) = scan.step.iter_vars
     assert iv.iter_type == scan_tir.structure.ORDERED
-    inner = {b.name_hint for b in _blocks(tvm.tirx.PrimFunc([], step.block.body))}
+    inner = {b.name_hint for b in _blocks(tvm.tirx.PrimFunc([], scan.step.body))}
     assert inner == {"dense", "bias", "s_update"}
-    outer = {b.name_hint for b in _blocks(func)} - inner - {"rnn"}
-    assert outer == {"root", "s_init", "rnn_init"}
-    buffers = {str(m.buffer.name) for m in step.block.match_buffers}
+    in_scan = {b.name_hint for b in _blocks(tvm.tirx.PrimFunc([], scan.block.body))}
+    assert in_scan == inner | {"rnn_init", "rnn_step"}
+    assert {b.name_hint for b in _blocks(func)} - in_scan == {"root", "s_init", "rnn"}
+    buffers = {str(m.buffer.name) for m in scan.step.match_buffers}
     assert buffers == {"s_prev", "X_t", "s_update"}
-    assert [str(b.name) for b in step.block.alloc_buffers] == ["dense", "bias"]
+    assert [str(b.name) for b in scan.step.alloc_buffers] == ["dense", "bias"]
+    # The scan block reads its inputs and writes its state; the state's own reads stay
+    # inside, so the root scope is a stage pipeline (next test).
+    assert sorted(str(r.source.name) for r in scan.block.reads) == ["W", "X", "s_init"]
+    assert [str(w.source.name) for w in scan.block.writes] == ["rnn"]
+
+
+def test_ops_around_a_scan_accept_schedule_primitives():
+    """The root scope stays a stage pipeline, so the ops before and after a scan schedule
+    as usual: the stock MetaSchedule rules for them need exactly these primitives."""
+    length, n = 300, 8
+    x = te.placeholder((length, n), name="X")
+    w = te.placeholder((n, n), name="W")
+    r = te.reduce_axis((0, n), name="r")
+    xw = te.compute((length, n), lambda t, i: te.sum(x[t, r] * w[r, i], axis=r), name="xw")
+    s = te.placeholder((length, n), name="s")
+    init = te.compute((1, n), lambda _, i: xw[0, i] * 0.5, name="s_init")
+    u = te.compute((length, n), lambda t, i: te.tanh(s[t - 1, i] + xw[t, i]), name="u")
+    res = scan_tir.scan(init, u, s, name="rnn")
+    y = te.compute((length, n), lambda t, i: res[t, i] * 2.0, name="y")
+    sch = s_tir.Schedule(scan_tir.create_prim_func([x, w, y]))
+    sch.compute_inline(sch.get_sblock("s_init"))
+    xw_block = sch.get_sblock("xw")
+    cached = sch.cache_write(xw_block, 0, "global")
+    t, i, k = sch.get_loops(xw_block)
+    sch.reverse_compute_at(cached, t)
+    sch.parallel(t)
+    yt, yi = sch.get_loops(sch.get_sblock("y"))
+    sch.parallel(yt)
+    sch.vectorize(yi)
+    lib = compile_func(sch.mod["main"])
+    xv, wv = rand(length, n), rand(n, n, scale=0.3)
+    (got,) = run(lib, [xv, wv], [(length, n)])
+    xwv = xv.astype("float64") @ wv
+    ref = np.zeros((length, n))
+    ref[0] = xwv[0] * 0.5
+    for step in range(1, length):
+        ref[step] = np.tanh(ref[step - 1] + xwv[step])
+    np.testing.assert_allclose(got, ref * 2, rtol=1e-4, atol=1e-5)
 
 
 def test_scan_axis_refuses_parallel_and_vectorize():
     sch = s_tir.Schedule(scan_tir.create_prim_func(_rnn()))
-    (t,) = sch.get_loops(sch.get_sblock("rnn"))
+    (t,) = sch.get_loops(sch.get_sblock("rnn_step"))
     for primitive in (sch.parallel, sch.vectorize):
         with pytest.raises(s_tir.ScheduleError):
             primitive(t)

@@ -95,7 +95,7 @@ OPTIONS = [
 @pytest.mark.parametrize("options", OPTIONS, ids=lambda o: "-".join(o) or "default")
 def test_lstm_options(options):
     func = check_lstm(23, **options)
-    steps = scan_tir.find_scan_steps(func)
+    steps = scan_tir.find_scans(func)
     assert [s.name for s in steps] == ["lstm_scan"]
 
 
