@@ -6,8 +6,8 @@ written as three sibling computations per step: ``dense`` (the reduction over k)
 It is encoded three ways (see ../shared/FIELD_NOTES.md):
 
 * ``step``: what ``scan_tir.create_prim_func`` emits from the TE graph: a serial loop over t in
-  the scan's block, one block per step whose time iterator is ``T.axis.scan`` (ordered), and ordinary
-  spatial/reduce blocks inside it that work on match_buffer views of the step's slices.
+  the scan's block, one block per step whose time iterator is ``T.axis.scan`` (ordered), and
+  ordinary spatial/reduce blocks inside it that work on match_buffer views of the step's slices.
 * ``flat``: a serial loop over t at the root holding the three blocks as siblings. The blocks
   bind t as an ordered ``T.axis.scan`` iterator, the kind that says what t is. t has to be
   bound: using the loop var directly inside a block is ill-formed S-TIR (the probe records the
