@@ -151,15 +151,20 @@ class _StepBuilder:
             return self.read_state(reader, j, idx)
         if tensor.op in self.body_ops:
             if not self.analyzer.can_prove_equal(idx[0], self.now):
+                offset = self.analyzer.simplify(idx[0] - self.now)
                 raise ScanLoweringError(
                     f"scan '{self.scan.name}': body op '{reader.name}' reads '{tensor.op.name}' "
-                    f"of the same scan body at time index {idx[0] - self.init_rows} (in "
-                    "step terms), not at the current step; only the states keep earlier "
-                    f"steps. Make '{tensor.op.name}' a state of the scan, or read it at t."
+                    f"of the same scan body at t + ({offset}), not at the current step t; "
+                    f"only the states keep other steps. Make '{tensor.op.name}' a state of "
+                    "the scan, or read it at t."
                 )
             return load(self.step_tensor(tensor), idx[1:])
-        time_vars = [v for v in _axis_vars(reader) if mentions(idx[0], v)]
-        if mentions(idx[0], self.step_var) and not time_vars:
+        # A slice view needs a leading index that moves with the step and nothing else.
+        if (
+            idx
+            and mentions(idx[0], self.step_var)
+            and not any(mentions(idx[0], v) for v in _axis_vars(reader))
+        ):
             buffer = self.input_buffer(tensor)
             return load(self.view(buffer, idx[0], f"{tensor.op.name}_t", tensor.dtype), idx[1:])
         return load(self.whole(tensor), idx)

@@ -454,3 +454,21 @@ def test_emitted_func_round_trips_through_tvmscript_and_json():
     tvm.ir.assert_structural_equal(func, tvm.script.from_source(func.script()))
     mod = tvm.IRModule({"main": func})
     tvm.ir.assert_structural_equal(mod, tvm.ir.load_json(tvm.ir.save_json(mod)))
+
+
+def test_scalar_parameter_and_symbolic_width():
+    """A 0-d input (a scalar coefficient) and symbolic sizes in every dimension."""
+    m, n = te.var("m"), te.var("n")
+    alpha = te.placeholder((), name="alpha")
+    x = te.placeholder((m, n), name="X")
+    s = te.placeholder((m, n), name="s")
+    init = te.compute((1, n), lambda _, i: x[0, i], name="init")
+    u = te.compute((m, n), lambda t, i: alpha() * s[t - 1, i] + x[t, i], name="u")
+    _, lib = lower_and_build([alpha, x, scan_tir.scan(init, u, s, name="ema")])
+    xv = rand(50, 3)
+    (got,) = run(lib, [np.array(0.25, "float32"), xv], [(50, 3)])
+    ref = np.zeros((50, 3))
+    ref[0] = xv[0]
+    for t in range(1, 50):
+        ref[t] = 0.25 * ref[t - 1] + xv[t]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
