@@ -1,1 +1,58 @@
-"""Scan-aware MetaSchedule schedule rules (issue 3: not written yet)."""
+"""Scan-aware MetaSchedule schedule rules.
+
+``scan_rules(target)`` is the rule list for ``PostOrderApply``: MetaSchedule's own llvm
+rules, each scoped (:class:`Scoped`) so that it sees the blocks outside scans and, for the
+rules that tile and inline, the ordinary blocks inside scan steps, but never a scan's own
+structure; plus the rules for what stock MetaSchedule cannot do inside a step:
+:class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
+stock rule makes only at the root) and :class:`CacheStepWeights` (recurrent weights packed
+once per call, not per step). The gate math is fused into the recurrent product by a
+postproc (postprocs.FuseStepEpilogue).
+"""
+
+from __future__ import annotations
+
+from tvm.s_tir.meta_schedule.schedule_rule import MultiLevelTiling, ScheduleRule
+from tvm.target import Target
+
+from scan_tir.structure import Role
+
+from .scoped import Scoped
+from .step_parallel import ParallelizeVectorizeUnrollStep
+from .step_weights import CacheStepWeights
+
+#: Stock rules that also act inside steps; the others (the root-level parallel/vector
+#: annotation, RandomComputeLocation, ApplyCustomRule) only make sense outside.
+_ALSO_IN_STEPS = ("InlineConstantScalars", "AutoInline", "AddRFactor", "MultiLevelTiling")
+
+
+def _tiling_without_write_reuse() -> ScheduleRule:
+    """MetaSchedule's llvm MultiLevelTiling (schedule_rule.cc, ScheduleRuleDefaultLLVM)
+    without its write-cache / consumer fusion, the step that can fail inside steps."""
+    return MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64, reuse_write=None)
+
+
+def scan_rules(target: Target) -> list[ScheduleRule]:
+    """The schedule rules for tuning functions with scans on ``target`` (llvm)."""
+    if target.kind.name != "llvm":
+        raise ValueError(
+            f"scan-tir's schedule rules are for CPU targets (llvm), not '{target.kind.name}'."
+        )
+    # The step's decisions come first: a Python rule that annotates a block after
+    # MultiLevelTiling has forked the schedule corrupts the heap in TVM 0.27 (notes.md).
+    rules: list[ScheduleRule] = [ParallelizeVectorizeUnrollStep(), CacheStepWeights()]
+    for rule in ScheduleRule.create("llvm"):
+        roles = {Role.OUTSIDE}
+        if type(rule).__name__ in _ALSO_IN_STEPS:
+            roles.add(Role.IN_STEP)
+        fallback = _tiling_without_write_reuse() if isinstance(rule, MultiLevelTiling) else None
+        rules.append(Scoped(rule, roles, fallback))
+    return rules
+
+
+__all__ = [
+    "CacheStepWeights",
+    "ParallelizeVectorizeUnrollStep",
+    "Scoped",
+    "scan_rules",
+]

@@ -1,1 +1,48 @@
-"""Scan-aware MetaSchedule postprocessors (issue 3: not written yet)."""
+"""Scan-aware MetaSchedule postprocessors.
+
+``scan_postprocs(target)`` is MetaSchedule's llvm list with DisallowDynamicLoop replaced by
+:class:`DisallowDynamicLoopOutsideScans`, :class:`FuseStepEpilogue` and
+:class:`RewriteStepParallelVectorizeUnroll` carrying out the decisions inside steps, and
+:class:`VerifyScanStructure` last, so that it checks the program as it will be built.
+"""
+
+from __future__ import annotations
+
+from tvm.s_tir.meta_schedule.postproc import (
+    Postproc,
+    RewriteLayout,
+    RewriteParallelVectorizeUnroll,
+    RewriteReductionBlock,
+)
+from tvm.target import Target
+
+from .dynamic_loop import DisallowDynamicLoopOutsideScans
+from .step_fusion import FuseStepEpilogue
+from .step_parallel import RewriteStepParallelVectorizeUnroll
+from .verify_scan import VerifyScanStructure
+
+
+def scan_postprocs(target: Target) -> list[Postproc]:
+    """The postprocessors for tuning functions with scans on ``target`` (llvm)."""
+    if target.kind.name != "llvm":
+        raise ValueError(
+            f"scan-tir's postprocessors are for CPU targets (llvm), not '{target.kind.name}'."
+        )
+    return [
+        DisallowDynamicLoopOutsideScans(),
+        RewriteParallelVectorizeUnroll(),
+        FuseStepEpilogue(),
+        RewriteStepParallelVectorizeUnroll(),
+        RewriteReductionBlock(),
+        RewriteLayout(),
+        VerifyScanStructure(),
+    ]
+
+
+__all__ = [
+    "DisallowDynamicLoopOutsideScans",
+    "FuseStepEpilogue",
+    "RewriteStepParallelVectorizeUnroll",
+    "VerifyScanStructure",
+    "scan_postprocs",
+]

@@ -24,7 +24,16 @@ SCAN_STEP = "scan_tir.scan_step"
 #: On the blocks that copy a scan's initial rows into its state buffer.
 SCAN_INIT = "scan_tir.scan_init"
 
-#: ``IterVar.iter_type`` of an ordered (``T.axis.scan``) block iterator.
+#: Decisions the scan rules leave on a step block for the scan postprocs to carry out:
+#: the most iterations one parallel loop of the step may fuse (0: the step runs serially),
+#: and the longest loop the step may vectorize. Unrolling uses MetaSchedule's own key
+#: (``meta_schedule.unroll_explicit``) so that its MutateUnroll mutates the decision.
+STEP_PARALLEL = "scan_tir.step_parallel"
+STEP_VECTORIZE = "scan_tir.step_vectorize"
+STEP_UNROLL = "meta_schedule.unroll_explicit"
+
+#: ``IterVar.iter_type`` values: data-parallel, and ordered (``T.axis.scan``).
+DATA_PAR = 0
 ORDERED = 3
 
 
@@ -61,3 +70,33 @@ def find_scans(func: tirx.PrimFunc) -> list[ScanNest]:
 
     tvm_ffi.structural_walk(func.body, (s_tir.SBlock, visit), order="pre")
     return scans
+
+
+class Role:
+    """Where a block sits relative to the scans of its function."""
+
+    #: Not inside any scan: the stock rules schedule it as usual.
+    OUTSIDE = "outside"
+    #: Part of a scan's fixed structure (the scan block, an init copy, a step block): no rule
+    #: may touch it.
+    STRUCTURE = "structure"
+    #: Inside a step block: one step's ordinary work, which the scan rules tune.
+    IN_STEP = "in_step"
+
+
+def block_role(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> str:
+    """The :class:`Role` of ``block`` in the schedule's current state."""
+    sref = sch.get_sref(block)
+    own = sref.stmt.annotations
+    if SCAN in own or SCAN_STEP in own or SCAN_INIT in own:
+        return Role.STRUCTURE
+    parent = sref.parent
+    while parent is not None:
+        stmt = parent.stmt
+        if isinstance(stmt, s_tir.SBlock):
+            if SCAN_STEP in stmt.annotations:
+                return Role.IN_STEP
+            if SCAN in stmt.annotations:
+                return Role.STRUCTURE
+        parent = parent.parent
+    return Role.OUTSIDE

@@ -1,0 +1,115 @@
+"""postprocs: the verifier rejects broken scans; the step rewrites keep results right."""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from test_convert import _rnn, _rnn_ref, rand
+from tvm import s_tir, te
+from util import compile_func, run
+
+import scan_tir
+from postprocs import (
+    DisallowDynamicLoopOutsideScans,
+    FuseStepEpilogue,
+    RewriteStepParallelVectorizeUnroll,
+    VerifyScanStructure,
+)
+from scan_tir.invariants import expected_scans
+from scan_tir.structure import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE
+
+
+def _verifier(func):
+    verify = VerifyScanStructure()
+    verify.expected = expected_scans(tvm.IRModule({"main": func}))
+    return verify
+
+
+def test_verifier_accepts_work_scheduled_inside_the_step():
+    func = scan_tir.create_prim_func(_rnn(64, 16))
+    sch = s_tir.Schedule(func)
+    sch.compute_inline(sch.get_sblock("bias"))
+    i, k = sch.get_loops(sch.get_sblock("dense"))[-2:]
+    sch.parallel(sch.split(i, [2, None])[0])
+    assert _verifier(func).apply(sch)
+
+
+def test_verifier_rejects_a_touched_time_loop():
+    func = scan_tir.create_prim_func(_rnn(64, 16))
+    for touch in ("split", "unroll", "annotate"):
+        sch = s_tir.Schedule(func)
+        (t,) = sch.get_loops(sch.get_sblock("rnn_step"))
+        if touch == "split":
+            sch.split(t, [None, 4])
+        elif touch == "unroll":
+            sch.unroll(t)
+        else:
+            sch.annotate(t, "pragma_auto_unroll_max_step", 16)
+        assert not _verifier(func).apply(sch), touch
+        assert scan_tir.scan_violations(sch.mod["main"], _verifier(func).expected["main"])
+
+
+def test_verifier_rejects_a_block_that_left_its_step():
+    """The same names, but 'bias' computed outside the scan: not the tuned function."""
+    func = scan_tir.create_prim_func(_rnn(32, 8))
+    x = te.placeholder((32, 8), name="X")
+    w = te.placeholder((8, 8), name="W")
+    bias = te.compute((32, 8), lambda t, i: x[t, i] + 1.0, name="bias")
+    s = te.placeholder((32, 8), name="s")
+    init = te.compute((1, 8), lambda _, i: 0.0, name="s_init")
+    k = te.reduce_axis((0, 8), name="k")
+    d = te.compute((32, 8), lambda t, i: te.sum(s[t - 1, k] * w[k, i], axis=k), name="dense")
+    u = te.compute((32, 8), lambda t, i: te.tanh(d[t, i] + bias[t, i]), name="s_update")
+    moved = scan_tir.create_prim_func([x, w, scan_tir.scan(init, u, s, name="rnn")])
+    problems = scan_tir.scan_violations(moved, _verifier(func).expected["main"])
+    assert problems == ["blocks ['bias'] left the step of scan 'rnn'"]
+
+
+def test_dynamic_loops_allowed_only_for_time_loops():
+    m = te.var("m")
+    symbolic = s_tir.Schedule(scan_tir.create_prim_func(_rnn(m, 8)))
+    # _rnn's X is (m, n) and read per step: only the time loop and the copy-free outer ops
+    # depend on m; the scan's time loop is allowed, nothing else is dynamic here.
+    assert DisallowDynamicLoopOutsideScans().apply(symbolic)
+    n = te.var("n")
+    x = te.placeholder((m, n), name="X")
+    s = te.placeholder((m, n), name="s")
+    init = te.compute((1, n), lambda _, i: x[0, i], name="init")
+    u = te.compute((m, n), lambda t, i: s[t - 1, i] + x[t, i], name="u")
+    width = s_tir.Schedule(scan_tir.create_prim_func([x, scan_tir.scan(init, u, s, name="c")]))
+    assert not DisallowDynamicLoopOutsideScans().apply(width)
+
+
+def test_step_rewrites_parallelise_vectorise_fuse_and_stay_correct():
+    """The step postprocs on a tiled step, run to 2048 steps on 2 threads."""
+    length, n = 2048, 64
+    func = scan_tir.create_prim_func(_rnn(length, n))
+    sch = s_tir.Schedule(func)
+    sch.compute_inline(sch.get_sblock("bias"))
+    step = sch.get_sblock("rnn_step")
+    sch.annotate(step, STEP_PARALLEL, 32)
+    sch.annotate(step, STEP_VECTORIZE, 64)
+    sch.annotate(step, STEP_UNROLL, 16)
+    dense = sch.get_sblock("dense")
+    i, k = sch.get_loops(dense)[-2:]
+    io, ii = sch.split(i, [4, None])
+    sch.reorder(io, k, ii)
+    assert FuseStepEpilogue().apply(sch)
+    assert RewriteStepParallelVectorizeUnroll().apply(sch)
+    scheduled = sch.mod["main"]
+    (scan,) = scan_tir.find_scans(scheduled)
+    kinds = []
+    tvm_ffi_walk(scan.step.body, kinds)
+    assert tvm.tirx.ForKind.PARALLEL in kinds
+    assert kinds.count(tvm.tirx.ForKind.PARALLEL) == 1  # one fork/join per step
+    assert STEP_PARALLEL not in scan.step.annotations
+    assert scan_tir.scan_violations(scheduled, _verifier(func).expected["main"]) == []
+    xv, wv = rand(length, n), rand(n, n, scale=0.15)
+    (got,) = run(compile_func(scheduled), [xv, wv], [(length, n)])
+    np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
+
+
+def tvm_ffi_walk(stmt, kinds):
+    import tvm_ffi
+
+    tvm_ffi.structural_walk(stmt, (tvm.tirx.For, lambda loop: kinds.append(loop.kind)))
