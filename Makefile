@@ -3,17 +3,21 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: main test lint
+.PHONY: main test
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# The main job: convert, build and time topi.nn.lstm (configs A and B) against numpy and
-# TVM's Relax path, and print the table.
+# The main job: a small tuning experiment. Tune topi.nn.lstm at configs A and B (32 trials
+# each) with scan_tir.scan_space, then time it side by side with the untuned module,
+# PyTorch, numpy and TVM's Relax path, and print the table. (Full budgets and configs C, D:
+# experiments/tune_lstm.py, see notes.md.)
 main: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[benchmarks]"
-	TVM_NUM_THREADS=2 $(BIN)/python experiments/bench_convert.py
+	rm -rf build/main-tuning
+	TVM_NUM_THREADS=2 $(BIN)/python experiments/tune_lstm.py --configs A,B --trials 32 \
+		--work-dir build/main-tuning
 
 test: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[tests]"

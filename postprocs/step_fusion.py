@@ -19,7 +19,6 @@ RewriteStepParallelVectorizeUnroll.
 
 from __future__ import annotations
 
-import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
@@ -27,7 +26,7 @@ from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 from tvm.s_tir.schedule import LoopRV, SBlockRV
 
 from scan_tir.loop_kinds import free_loops, nested_prefix
-from scan_tir.structure import DATA_PAR, SCAN_STEP, STEP_PARALLEL
+from scan_tir.structure import DATA_PAR, STEP_PARALLEL, find_scans
 
 #: Fusion point when the step runs serially: as deep as a parallel step would go.
 _DEFAULT_LIMIT = 32
@@ -81,21 +80,11 @@ class FuseStepEpilogue(PyPostproc):
     def apply(self, sch: Schedule) -> bool:
         for gv, func in sch.mod.functions.items():
             if isinstance(func, tirx.PrimFunc):
-                for name, limit in _steps(func):
-                    _fuse_consumers(sch, sch.get_sblock(name, func_name=gv.name_hint), limit)
+                for scan in find_scans(func):
+                    limit = int(scan.step.annotations.get(STEP_PARALLEL, 0))
+                    step = sch.get_sblock(scan.step.name_hint, func_name=gv.name_hint)
+                    _fuse_consumers(sch, step, limit if limit > 1 else _DEFAULT_LIMIT)
         return True
 
     def clone(self) -> Postproc:
         return FuseStepEpilogue()
-
-
-def _steps(func: tirx.PrimFunc) -> list[tuple[str, int]]:
-    found: list[tuple[str, int]] = []
-
-    def visit(block: s_tir.SBlock) -> None:
-        if SCAN_STEP in block.annotations:
-            limit = int(block.annotations.get(STEP_PARALLEL, 0))
-            found.append((str(block.name_hint), limit if limit > 1 else _DEFAULT_LIMIT))
-
-    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, visit))
-    return found

@@ -16,7 +16,6 @@ it was (the schedule stays valid, just slower); the candidate is never rejected 
 
 from __future__ import annotations
 
-import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
@@ -24,7 +23,7 @@ from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 from tvm.s_tir.schedule import LoopRV, SBlockRV
 
 from scan_tir.loop_kinds import free_loops, nested_prefix
-from scan_tir.structure import SCAN_STEP, STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE
+from scan_tir.structure import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE, find_scans
 
 
 def _extent(sch: Schedule, loop: LoopRV) -> int:
@@ -75,8 +74,10 @@ class RewriteStepParallelVectorizeUnroll(PyPostproc):
     def apply(self, sch: Schedule) -> bool:
         for gv, func in sch.mod.functions.items():
             if isinstance(func, tirx.PrimFunc):
-                for name in _annotated_steps(func):
-                    self._rewrite_step(sch, sch.get_sblock(name, func_name=gv.name_hint))
+                for scan in find_scans(func):
+                    if STEP_PARALLEL in scan.step.annotations:
+                        step = sch.get_sblock(scan.step.name_hint, func_name=gv.name_hint)
+                        self._rewrite_step(sch, step)
         return True
 
     def _rewrite_step(self, sch: Schedule, step: SBlockRV) -> None:
@@ -104,14 +105,3 @@ class RewriteStepParallelVectorizeUnroll(PyPostproc):
 
     def clone(self) -> Postproc:
         return RewriteStepParallelVectorizeUnroll()
-
-
-def _annotated_steps(func: tirx.PrimFunc) -> list[str]:
-    names: list[str] = []
-
-    def visit(block: s_tir.SBlock) -> None:
-        if SCAN_STEP in block.annotations and STEP_PARALLEL in block.annotations:
-            names.append(block.name_hint)
-
-    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, visit))
-    return names
