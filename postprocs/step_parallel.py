@@ -7,7 +7,8 @@ the step block and that child (never the time loop, which lies above the step bl
 
 - parallel: fuse the longest prefix of serial, constant, spatial loops whose extent product
   stays within the decision, and mark it parallel;
-- vectorize: fuse the longest suffix of such loops within the vector limit and vectorize it;
+- vectorize: fuse the longest suffix of such loops within the vector limit and vectorize it
+  (an innermost loop longer than the limit is split, its inner part vectorized);
 - unroll: ``pragma_auto_unroll_max_step`` on the outermost of those loops.
 
 It may touch only loops under a step block. A primitive that TVM refuses leaves the loop as
@@ -56,7 +57,15 @@ def _vectorize(sch: Schedule, loops: list[LoopRV], free: list[bool], limit: int)
         suffix.insert(0, loop)
         product *= _extent(sch, loop)
     if product <= 1:
-        return
+        if not (free and free[-1] and _extent(sch, loops[-1]) > limit):
+            return
+        # The innermost loop alone is longer than the limit (an elementwise step over the
+        # whole hidden size): vectorise its largest divisor within the limit.
+        extent = _extent(sch, loops[-1])
+        width = max(d for d in range(1, limit + 1) if extent % d == 0)
+        if width <= 1:
+            return
+        suffix = [sch.split(loops[-1], [None, width])[1]]
     fused = sch.fuse(*suffix) if len(suffix) > 1 else suffix[0]
     try:
         sch.vectorize(fused)

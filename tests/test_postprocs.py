@@ -113,3 +113,22 @@ def tvm_ffi_walk(stmt, kinds):
     import tvm_ffi
 
     tvm_ffi.structural_walk(stmt, (tvm.tirx.For, lambda loop: kinds.append(loop.kind)))
+
+
+def test_step_vectorize_splits_a_loop_longer_than_the_limit():
+    """A step-wide elementwise loop (256) longer than the vector limit (64) is split and its
+    inner 64 vectorised, as the stock postproc does at the root."""
+    length, n = 300, 256
+    func = scan_tir.create_prim_func(_rnn(length, n))
+    sch = s_tir.Schedule(func)
+    step = sch.get_sblock("rnn_step")
+    sch.annotate(step, STEP_PARALLEL, 0)
+    sch.annotate(step, STEP_VECTORIZE, 64)
+    assert RewriteStepParallelVectorizeUnroll().apply(sch)
+    update = sch.get_sblock("s_update")
+    kinds = [sch.get(loop).kind for loop in sch.get_loops(update)]
+    assert kinds == [tvm.tirx.ForKind.SERIAL, tvm.tirx.ForKind.VECTORIZED]
+    assert int(sch.get(sch.get_loops(update)[-1]).extent) == 64
+    xv, wv = rand(length, n), rand(n, n, scale=0.05)
+    (got,) = run(compile_func(sch.mod["main"]), [xv, wv], [(length, n)])
+    np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
