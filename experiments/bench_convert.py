@@ -489,7 +489,7 @@ def main(argv: list[str]) -> int:
     warm_up(not args.no_relax)
     results = [bench_config(name, args, with_torch) for name in args.config_list]
 
-    cmd = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
+    cmd = " ".join(shlex.quote(a) for a in ["python", *sys.argv])
     threads = thread_settings()
     print(f"Command: `{cmd}`")
     print("Threads: " + ", ".join(f"{k}={v}" for k, v in threads.items()))

@@ -84,7 +84,7 @@ L2_BYTES = 2 * 2 * 2**20  # 2 cores x 2 MiB
 DRAM_BYTES_PER_S = 27e9  # read bandwidth at 16 MiB working sets (FIELD_NOTES)
 FAILED_RUN_S = 1e9  # MetaSchedule records failed builds/runs as run_secs = 1e10
 SLOW_CALL_S = 1.0  # a path slower than this per call gets --slow-repeats repeats
-DEFAULT_WORK_ROOT = Path(__file__).resolve().parent / "results"
+DEFAULT_WORK_ROOT = Path("experiments") / "results"  # run from the repo root, as documented
 T0 = time.perf_counter()
 
 
@@ -693,7 +693,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def report(results: list[Result], args: argparse.Namespace) -> int:
     """Print command, threads, table and notes; return the exit status (1 on wrong numerics)."""
-    cmd = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
+    cmd = " ".join(shlex.quote(a) for a in ["python", *sys.argv])
     print(f"Command: `{cmd}`")
     print(
         "Threads: "

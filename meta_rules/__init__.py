@@ -3,7 +3,8 @@
 ``scan_rules(target)`` is the rule list for ``PostOrderApply``: MetaSchedule's own llvm
 rules, each scoped (:class:`Scoped`) so that it sees the blocks outside scans and, for the
 rules that tile and inline, the ordinary blocks inside scan steps, but never a scan's own
-structure; plus the rules for what stock MetaSchedule cannot do inside a step:
+structure (the root's parallel/vector/unroll rule also offers a serial root, through
+:class:`Alternatives`); plus the rules for what stock MetaSchedule cannot do inside a step:
 :class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
 stock rule makes only at the root) and :class:`CacheStepWeights` (recurrent weights packed
 once per call, not per step). The gate math is fused into the recurrent product by a
@@ -12,11 +13,16 @@ postproc (postprocs.FuseStepEpilogue).
 
 from __future__ import annotations
 
-from tvm.s_tir.meta_schedule.schedule_rule import MultiLevelTiling, ScheduleRule
+from tvm.s_tir.meta_schedule.schedule_rule import (
+    MultiLevelTiling,
+    ParallelizeVectorizeUnroll,
+    ScheduleRule,
+)
 from tvm.target import Target
 
 from scan_tir.structure import Role
 
+from .alternatives import Alternatives
 from .scoped import Scoped
 from .step_parallel import ParallelizeVectorizeUnrollStep
 from .step_weights import CacheStepWeights
@@ -30,6 +36,16 @@ def _tiling_without_write_reuse() -> ScheduleRule:
     """MetaSchedule's llvm MultiLevelTiling (schedule_rule.cc, ScheduleRuleDefaultLLVM)
     without its write-cache / consumer fusion, the step that can fail inside steps."""
     return MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64, reuse_write=None)
+
+
+def _serial_root() -> ScheduleRule:
+    """MetaSchedule's llvm ParallelizeVectorizeUnroll without parallel loops (-1)."""
+    return ParallelizeVectorizeUnroll(
+        max_jobs_per_core=-1,
+        max_vectorize_extent=64,
+        unroll_max_steps=[0, 16, 64, 512],
+        unroll_explicit=True,
+    )
 
 
 def scan_rules(target: Target) -> list[ScheduleRule]:
@@ -46,11 +62,14 @@ def scan_rules(target: Target) -> list[ScheduleRule]:
         if type(rule).__name__ in _ALSO_IN_STEPS:
             roles.add(Role.IN_STEP)
         fallback = _tiling_without_write_reuse() if isinstance(rule, MultiLevelTiling) else None
+        if isinstance(rule, ParallelizeVectorizeUnroll):
+            rule = Alternatives([rule, _serial_root()])
         rules.append(Scoped(rule, roles, fallback))
     return rules
 
 
 __all__ = [
+    "Alternatives",
     "CacheStepWeights",
     "ParallelizeVectorizeUnrollStep",
     "Scoped",

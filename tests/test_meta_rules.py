@@ -108,3 +108,12 @@ def test_only_the_scan_space_parallelises_and_vectorises_inside_steps(space):
 def test_rules_are_for_cpu_targets():
     with pytest.raises(ValueError, match="llvm"):
         scan_rules(tvm.target.Target({"kind": "cuda"}))
+
+
+def test_space_holds_a_serial_and_a_parallel_root():
+    """For small recurrences the fork/join around the scan costs more than the work: the
+    stock rule always parallelises the root, the scan space also offers it serial."""
+    func = scan_tir.create_prim_func(lstm(64, 16, 16))
+    traces = [str(space.trace) for space in _spaces(func, scan_rules(TARGET))]
+    parallel = ['ann_key="meta_schedule.parallel", ann_val=32' in t for t in traces]
+    assert any(parallel) and not all(parallel)
