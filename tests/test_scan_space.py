@@ -67,16 +67,24 @@ def test_symbolic_gru_tuned_at_one_length_serves_all(tmp_path):
     seq = te.var("seq")
     func = scan_tir.create_prim_func(gru(seq, 0, hidden, copy_out=False, project_input=False))
     representative = scan_tir.specialize(func, {"seq": 64})
-    db, _ = _tune(representative, tmp_path)
-    scheduled = scan_tir.apply_best(db, representative, func, TARGET)
-    lib = compile_func(scheduled)
+    db, records = _tune(representative, tmp_path)
     wh = (RNG.standard_normal((3 * hidden, hidden)) * 0.3).astype("float32")
     bh = (RNG.standard_normal(3 * hidden) * 0.1).astype("float32")
-    for length in (1, 1024, 3000):
-        xw = RNG.standard_normal((length, 3 * hidden)).astype("float32")
-        (got,) = run(lib, [xw, wh, bh], [(length + 1, hidden)])
-        ref = gru_numpy_projected(xw, wh, bh)
-        np.testing.assert_allclose(got[1:], ref, rtol=1e-4, atol=2e-5)
+
+    def check(scheduled, lengths):
+        lib = compile_func(scheduled)
+        for length in lengths:
+            xw = RNG.standard_normal((length, 3 * hidden)).astype("float32")
+            (got,) = run(lib, [xw, wh, bh], [(length + 1, hidden)])
+            ref = gru_numpy_projected(xw, wh, bh)
+            np.testing.assert_allclose(got[1:], ref, rtol=1e-4, atol=2e-5)
+
+    check(scan_tir.apply_best(db, representative, func, TARGET), (1, 1024, 3000))
+    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
+    for record in records:  # every candidate measured, not only the best
+        scheduled = _replayed(func, record)
+        assert scan_tir.scan_violations(scheduled, expected) == []
+        check(scheduled, (1024,))
 
 
 def test_apply_best_without_a_record_is_a_clear_error(tmp_path):
