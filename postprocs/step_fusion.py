@@ -19,14 +19,14 @@ RewriteStepParallelVectorizeUnroll.
 
 from __future__ import annotations
 
-from tvm import s_tir, tirx
+from tvm import s_tir
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 from tvm.s_tir.schedule import LoopRV, SBlockRV
 
 from scan_tir.loop_kinds import free_loops, nested_prefix
-from scan_tir.structure import DATA_PAR, STEP_PARALLEL, find_scans
+from scan_tir.structure import DATA_PAR, STEP_PARALLEL, step_blocks
 
 #: Fusion point when the step runs serially: as deep as a parallel step would go.
 _DEFAULT_LIMIT = 32
@@ -78,12 +78,9 @@ class FuseStepEpilogue(PyPostproc):
         pass
 
     def apply(self, sch: Schedule) -> bool:
-        for gv, func in sch.mod.functions.items():
-            if isinstance(func, tirx.PrimFunc):
-                for scan in find_scans(func):
-                    limit = int(scan.step.annotations.get(STEP_PARALLEL, 0))
-                    step = sch.get_sblock(scan.step.name_hint, func_name=gv.name_hint)
-                    _fuse_consumers(sch, step, limit if limit > 1 else _DEFAULT_LIMIT)
+        for step, scan in step_blocks(sch):
+            limit = int(scan.step.annotations.get(STEP_PARALLEL, 0))
+            _fuse_consumers(sch, step, limit if limit > 1 else _DEFAULT_LIMIT)
         return True
 
     def clone(self) -> Postproc:

@@ -17,14 +17,14 @@ it was (the schedule stays valid, just slower); the candidate is never rejected 
 
 from __future__ import annotations
 
-from tvm import s_tir, tirx
+from tvm import s_tir
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 from tvm.s_tir.schedule import LoopRV, SBlockRV
 
 from scan_tir.loop_kinds import free_loops, nested_prefix
-from scan_tir.structure import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE, find_scans
+from scan_tir.structure import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE, step_blocks
 
 
 def _extent(sch: Schedule, loop: LoopRV) -> int:
@@ -81,12 +81,9 @@ class RewriteStepParallelVectorizeUnroll(PyPostproc):
         pass
 
     def apply(self, sch: Schedule) -> bool:
-        for gv, func in sch.mod.functions.items():
-            if isinstance(func, tirx.PrimFunc):
-                for scan in find_scans(func):
-                    if STEP_PARALLEL in scan.step.annotations:
-                        step = sch.get_sblock(scan.step.name_hint, func_name=gv.name_hint)
-                        self._rewrite_step(sch, step)
+        for step, scan in step_blocks(sch):
+            if STEP_PARALLEL in scan.step.annotations:
+                self._rewrite_step(sch, step)
         return True
 
     def _rewrite_step(self, sch: Schedule, step: SBlockRV) -> None:

@@ -100,3 +100,13 @@ def block_role(sch: s_tir.Schedule, block: s_tir.schedule.SBlockRV) -> str:
                 return Role.STRUCTURE
         parent = parent.parent
     return Role.OUTSIDE
+
+
+def step_blocks(sch: s_tir.Schedule) -> list[tuple[s_tir.schedule.SBlockRV, ScanNest]]:
+    """Each scan's step block in ``sch``'s functions, as a block RV, with its scan."""
+    found = []
+    for gv, func in sch.mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            for scan in find_scans(func):
+                found.append((sch.get_sblock(scan.step.name_hint, func_name=gv.name_hint), scan))
+    return found
