@@ -3,8 +3,9 @@
 The guard between stock MetaSchedule and a scan. A stock rule sees only the blocks whose
 :func:`scan_tir.structure.block_role` is among ``roles``; every other block is passed
 through untouched, so no stock rule ever acts on a scan's block, its init copies, its step
-block or its time loop (MultiLevelTiling, given the step block, reorders the ordered time
-iterator and aborts the whole design-space generation; see notes.md).
+block or its time loop: by construction, not because today's stock rules happen to leave
+them alone (with the step block at the root, MultiLevelTiling reordered its ordered
+iterator and aborted the design-space generation; see the field notes and notes.md).
 """
 
 from __future__ import annotations
