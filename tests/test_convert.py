@@ -472,3 +472,29 @@ def test_scalar_parameter_and_symbolic_width():
     for t in range(1, 50):
         ref[t] = 0.25 * ref[t - 1] + xv[t]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_extern_after_a_scan():
+    """A te.extern downstream of a scan is rebuilt on the scan's lowered output."""
+    length, n = 10, 4
+    x = te.placeholder((length, n), name="X")
+    s = te.placeholder((length, n), name="s")
+    init = te.compute((1, n), lambda _, i: x[0, i], name="init")
+    u = te.compute((length, n), lambda t, i: s[t - 1, i] * 0.5 + x[t, i], name="u")
+    res = scan_tir.scan(init, u, s, name="ema")
+
+    def double(ins, outs):
+        i = tvm.tirx.Var("i", "int32")
+        value = tvm.tirx.BufferLoad(ins[0], [i // n, i % n]) * 2.0
+        store = tvm.tirx.BufferStore(outs[0], value, [i // n, i % n])
+        return tvm.tirx.For(i, 0, length * n, tvm.tirx.ForKind.SERIAL, store)
+
+    ext = te.extern((length, n), [res], double, name="double", dtype="float32")
+    _, lib = lower_and_build([x, ext])
+    xv = rand(length, n)
+    (got,) = run(lib, [xv], [(length, n)])
+    ref = np.zeros((length, n))
+    ref[0] = xv[0]
+    for t in range(1, length):
+        ref[t] = ref[t - 1] * 0.5 + xv[t]
+    np.testing.assert_allclose(got, 2 * ref, rtol=1e-5, atol=1e-5)
