@@ -74,30 +74,66 @@ def specialize(func: tirx.PrimFunc, sizes: Mapping[str, int]) -> tirx.PrimFunc:
 
 
 def apply_best(
-    database: ms.Database, representative: tirx.PrimFunc, func: tirx.PrimFunc, target: Target
+    database: ms.Database,
+    representative: tirx.PrimFunc,
+    func: tirx.PrimFunc,
+    target: Target,
+    candidates: int = 5,
 ) -> tirx.PrimFunc:
-    """Replay the best schedule ``database`` holds for ``representative`` on ``func``."""
-    record = database.query_tuning_record(tvm.IRModule({"main": representative}), target, "main")
-    if record is None:
+    """Replay the best schedule ``database`` holds for ``representative`` on ``func``.
+
+    The best ``candidates`` records are tried in order, and the first whose replay keeps
+    the scan invariants and builds for ``target`` is returned: TVM 0.27's LLVM codegen
+    rejects some vectorised schedules at symbolic length that it built at the fixed one
+    ("Instruction does not dominate all uses"), so the best record alone is not enough.
+    """
+    mod = tvm.IRModule({"main": representative})
+    if not database.has_workload(mod):
         raise ScanLoweringError(
             "apply_best: the database has no record for the representative function; tune "
             "specialize(func, sizes) first, with the same target."
         )
-    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-    try:
-        record.trace.apply_to_schedule(sch, remove_postproc=False)
-    except Exception as err:  # ScheduleError, or TVM's InternalError on a symbolic tile
+    records = database.get_top_k(database.commit_workload(mod), candidates)
+    if not records:
         raise ScanLoweringError(
-            "apply_best: the best schedule does not replay on the symbolic function "
-            f"({type(err).__name__}: {str(err).strip().splitlines()[-1][:200]}). Loops of "
-            "symbolic extent outside the scan (an input product hoisted over the sequence) "
-            "were tiled at the representative length and cannot be tiled again; and TVM "
-            "cannot prove region cover for ops after the scan at symbolic length. Pass the "
-            "input already projected and return the scan's state, or build one module per "
-            "length."
-        ) from None
-    scheduled = sch.mod["main"]
-    problems = scan_violations(scheduled, expected_scans(tvm.IRModule({"main": func}))["main"])
-    if problems:
-        raise ScanLoweringError(f"apply_best: the replayed schedule breaks the scan: {problems}")
-    return scheduled
+            "apply_best: the database has no record for the representative function; tune "
+            "specialize(func, sizes) first, with the same target."
+        )
+    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
+    failures = []
+    for rank, record in enumerate(records):
+        try:
+            scheduled = replay(record, func)
+        except Exception as err:  # ScheduleError, or TVM's InternalError on a symbolic tile
+            failures.append(f"#{rank}: replay: {_last_line(err)}")
+            continue
+        problems = scan_violations(scheduled, expected)
+        if problems:
+            failures.append(f"#{rank}: breaks the scan: {problems}")
+            continue
+        try:
+            tvm.compile(tvm.IRModule({"main": scheduled}), target=target)
+        except Exception as err:  # TVM's codegen
+            failures.append(f"#{rank}: build: {_last_line(err)}")
+            continue
+        return scheduled
+    raise ScanLoweringError(
+        "apply_best: none of the best schedules serves the symbolic function ("
+        + "; ".join(failures)
+        + "). Loops of symbolic extent outside the scan (an input product hoisted over the "
+        "sequence) were tiled at the representative length and cannot be tiled again; and "
+        "TVM cannot prove region cover for ops after the scan at symbolic length. Pass the "
+        "input already projected and return the scan's state, or build one module per length."
+    )
+
+
+def replay(record: ms.database.TuningRecord, func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` scheduled by ``record``'s trace (postprocessing included)."""
+    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch.mod["main"]
+
+
+def _last_line(err: Exception) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[-1][:160] if lines else ''}"
