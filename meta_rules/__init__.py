@@ -14,6 +14,9 @@ postproc (postprocs.FuseStepEpilogue).
 from __future__ import annotations
 
 from tvm.s_tir.meta_schedule.schedule_rule import (
+    AddRFactor,
+    AutoInline,
+    InlineConstantScalars,
     MultiLevelTiling,
     ParallelizeVectorizeUnroll,
     ScheduleRule,
@@ -29,7 +32,7 @@ from .step_weights import CacheStepWeights
 
 #: Stock rules that also act inside steps; the others (the root-level parallel/vector
 #: annotation, RandomComputeLocation, ApplyCustomRule) only make sense outside.
-_ALSO_IN_STEPS = ("InlineConstantScalars", "AutoInline", "AddRFactor", "MultiLevelTiling")
+_ALSO_IN_STEPS = (InlineConstantScalars, AutoInline, AddRFactor, MultiLevelTiling)
 
 
 def _tiling_without_write_reuse() -> ScheduleRule:
@@ -59,7 +62,7 @@ def scan_rules(target: Target) -> list[ScheduleRule]:
     rules: list[ScheduleRule] = [ParallelizeVectorizeUnrollStep(), CacheStepWeights()]
     for rule in ScheduleRule.create("llvm"):
         roles = {Role.OUTSIDE}
-        if type(rule).__name__ in _ALSO_IN_STEPS:
+        if isinstance(rule, _ALSO_IN_STEPS):
             roles.add(Role.IN_STEP)
         fallback = _tiling_without_write_reuse() if isinstance(rule, MultiLevelTiling) else None
         if isinstance(rule, ParallelizeVectorizeUnroll):

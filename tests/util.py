@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-from tvm import s_tir, te
+from tvm import s_tir
 
 import scan_tir
 
@@ -25,7 +25,3 @@ def run(lib, inputs: list[np.ndarray], out_shapes: list[tuple], dtype="float32")
     lib["main"](*[tvm.runtime.tensor(x) for x in inputs], *outs)
     return [o.numpy() for o in outs]
 
-
-def shape_of(t: te.Tensor, **sizes: int) -> tuple[int, ...]:
-    """A tensor's shape with symbolic dims replaced by ``sizes[name]``."""
-    return tuple(sizes[str(d)] if not isinstance(d, tvm.tirx.IntImm) else int(d) for d in t.shape)

@@ -84,6 +84,3 @@ def gru_numpy_projected(xw, wh, bh):
         out.append(h)
     return np.array(out)
 
-
-def gru_numpy(x, wi, wh, bh):
-    return gru_numpy_projected(x.astype("float64") @ wi.T, wh, bh)
