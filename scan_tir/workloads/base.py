@@ -1,0 +1,109 @@
+"""What the zoo knows about a recurrence: how to build it, feed it and check it.
+
+A :class:`Recurrence` is a family (an LSTM, a GRU, ...); a :class:`Workload` is one member at
+fixed sizes. The sizes travel with the lowered function (the ``scan_tir.workload`` attribute),
+so a tuning database says by itself which workload each of its entries is, and tools can
+rebuild its inputs and numpy reference from the database alone (:func:`workload_of`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from tvm import te, tirx
+
+from ..convert import create_prim_func
+from ..errors import ScanLoweringError
+from ..layout_free import layout_free
+
+WORKLOAD_ATTR = "scan_tir.workload"
+
+Arrays = list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """One family of recurrences.
+
+    ``build(**sizes)`` returns the TE tensors to lower, inputs first, then outputs (the
+    argument list of ``create_prim_func``). ``inputs(rng, **sizes)`` draws input arrays in
+    that order, in the ranges the recurrence is meant for (positive step sizes, decaying
+    states, ...). ``numpy(*inputs, **sizes)`` and, where PyTorch has the module,
+    ``torch(*inputs, **sizes)`` return the outputs in the order ``build`` lists them.
+    ``layout_free`` names the weights MetaSchedule may repack (see :func:`layout_free`).
+    """
+
+    name: str
+    summary: str
+    sizes: Mapping[str, int]
+    build: Callable[..., list[te.Tensor]]
+    inputs: Callable[..., Arrays]
+    numpy: Callable[..., Arrays]
+    torch: Callable[..., Arrays] | None = None
+    layout_free: tuple[str, ...] = ()
+
+    def __call__(self, **sizes: int) -> Workload:
+        """This recurrence at ``sizes`` (missing ones take the defaults)."""
+        unknown = sorted(set(sizes) - set(self.sizes))
+        if unknown:
+            raise ScanLoweringError(
+                f"workload '{self.name}': unknown size(s) {unknown}; its sizes are "
+                f"{dict(self.sizes)}."
+            )
+        full = {**self.sizes, **sizes}
+        bad = {k: v for k, v in full.items() if not isinstance(v, int) or v < 1}
+        if bad:
+            raise ScanLoweringError(
+                f"workload '{self.name}': sizes must be positive integers, got {bad}."
+            )
+        return Workload(self, full)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A recurrence at fixed sizes: its lowered function, inputs and references."""
+
+    recurrence: Recurrence
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """``lstm(seq=80, batch=1, ...)``: what tools print for it."""
+        args = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        return f"{self.recurrence.name}({args})"
+
+    def tensors(self) -> list[te.Tensor]:
+        """The TE graph: inputs, then outputs."""
+        return self.recurrence.build(**self.sizes)
+
+    def prim_func(self, tag: bool = True) -> tirx.PrimFunc:
+        """The lowered function, weights marked layout-free; tagged with the workload unless
+        ``tag`` is False (the tag is part of the function, so of the database's key)."""
+        func = create_prim_func(self.tensors())
+        if self.recurrence.layout_free:
+            func = layout_free(func, self.recurrence.layout_free)
+        if tag:
+            func = func.with_attr(WORKLOAD_ATTR, self.to_json())
+        return func
+
+    def input_arrays(self, seed: int = 0) -> Arrays:
+        """Random inputs in the recurrence's intended ranges, in parameter order."""
+        arrays = self.recurrence.inputs(np.random.default_rng(seed), **self.sizes)
+        return [np.ascontiguousarray(a, dtype="float32") for a in arrays]
+
+    def numpy(self, inputs: Sequence[np.ndarray]) -> Arrays:
+        """The numpy reference outputs."""
+        return [np.asarray(a) for a in self.recurrence.numpy(*inputs, **self.sizes)]
+
+    def torch(self, inputs: Sequence[np.ndarray]) -> Arrays | None:
+        """PyTorch's outputs for the same inputs, or None where PyTorch has no such module."""
+        if self.recurrence.torch is None:
+            return None
+        return [np.asarray(a) for a in self.recurrence.torch(*inputs, **self.sizes)]
+
+    def to_json(self) -> str:
+        """The workload attribute's value."""
+        return json.dumps({"name": self.recurrence.name, "sizes": self.sizes}, sort_keys=True)
