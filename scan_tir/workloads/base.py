@@ -34,6 +34,8 @@ class Recurrence:
     states, ...). ``numpy(*inputs, **sizes)`` and, where PyTorch has the module,
     ``torch(*inputs, **sizes)`` return the outputs in the order ``build`` lists them.
     ``layout_free`` names the weights MetaSchedule may repack (see :func:`layout_free`).
+    ``torch_model(*inputs, **sizes)`` returns a function of no arguments that runs PyTorch's
+    forward pass with the weights already loaded, so that benchmarks time only the call.
     """
 
     name: str
@@ -43,6 +45,7 @@ class Recurrence:
     inputs: Callable[..., Arrays]
     numpy: Callable[..., Arrays]
     torch: Callable[..., Arrays] | None = None
+    torch_model: Callable[..., Callable[[], object]] | None = None
     layout_free: tuple[str, ...] = ()
 
     def __call__(self, **sizes: int) -> Workload:

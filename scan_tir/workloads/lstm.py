@@ -40,19 +40,40 @@ def numpy(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
     return list(lstm_python(xs, wi, wh, bi, bh))
 
 
+def _load(module, suffix: str, wi, wh, bi, bh) -> None:
+    """Copy our weights into a PyTorch LSTM module (same gate order, same shapes)."""
+    import torch as th
+
+    with th.no_grad():
+        for name, a in (("weight_ih", wi), ("weight_hh", wh), ("bias_ih", bi), ("bias_hh", bh)):
+            getattr(module, name + suffix).copy_(th.from_numpy(np.asarray(a, "float32")))
+
+
+def torch_model(xs, wi, wh, bi, bh, **_sizes: int):
+    """``nn.LSTM`` eager, weights loaded; the returned call computes hs."""
+    import torch as th
+
+    m = th.nn.LSTM(xs.shape[2], wh.shape[1]).eval()
+    _load(m, "_l0", wi, wh, bi, bh)
+    x = th.from_numpy(np.asarray(xs, "float32"))
+
+    def call():
+        with th.no_grad():
+            return m(x)[0]
+
+    return call
+
+
 def torch(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
     """``nn.LSTM`` with these weights: hs from its output; cs is not exposed per step by
     PyTorch, so it is rebuilt from hs by one cell call per step."""
     import torch as th
 
     hidden = wh.shape[1]
-    m = th.nn.LSTM(xs.shape[2], hidden).eval()
+    hs = torch_model(xs, wi, wh, bi, bh)()
     cell = th.nn.LSTMCell(xs.shape[2], hidden).eval()
+    _load(cell, "", wi, wh, bi, bh)
     with th.no_grad():
-        for mod, suffix in ((m, "_l0"), (cell, "")):
-            for name, a in (("weight_ih", wi), ("weight_hh", wh), ("bias_ih", bi), ("bias_hh", bh)):
-                getattr(mod, name + suffix).copy_(th.from_numpy(np.asarray(a, "float32")))
-        hs = m(th.from_numpy(np.asarray(xs, "float32")))[0]
         h = th.zeros(xs.shape[1], hidden)
         c = th.zeros(xs.shape[1], hidden)
         cs = []
@@ -70,5 +91,6 @@ LSTM = Recurrence(
     inputs=inputs,
     numpy=numpy,
     torch=torch,
+    torch_model=torch_model,
     layout_free=("Wi", "Wh"),
 )
