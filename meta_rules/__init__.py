@@ -19,6 +19,7 @@ from tvm.s_tir.meta_schedule.schedule_rule import (
     InlineConstantScalars,
     MultiLevelTiling,
     ParallelizeVectorizeUnroll,
+    RandomComputeLocation,
     ScheduleRule,
 )
 from tvm.target import Target
@@ -27,12 +28,16 @@ from scan_tir.structure import Role
 
 from .alternatives import Alternatives
 from .scoped import Scoped
+from .step_inputs import KeepStepInputs
 from .step_parallel import ParallelizeVectorizeUnrollStep
 from .step_weights import CacheStepWeights
 
 #: Stock rules that also act inside steps; the others (the root-level parallel/vector
 #: annotation, RandomComputeLocation, ApplyCustomRule) only make sense outside.
 _ALSO_IN_STEPS = (InlineConstantScalars, AutoInline, AddRFactor, MultiLevelTiling)
+#: Stock rules that can inline a block (RandomComputeLocation too: its sampled location -2
+#: is compute_inline), never a step's input into the step (KeepStepInputs says why).
+_INLINERS = (InlineConstantScalars, AutoInline, RandomComputeLocation)
 
 
 def _tiling_without_write_reuse() -> ScheduleRule:
@@ -67,6 +72,8 @@ def scan_rules(target: Target) -> list[ScheduleRule]:
         fallback = _tiling_without_write_reuse() if isinstance(rule, MultiLevelTiling) else None
         if isinstance(rule, ParallelizeVectorizeUnroll):
             rule = Alternatives([rule, _serial_root()])
+        if isinstance(rule, _INLINERS):
+            rule = KeepStepInputs(rule)
         rules.append(Scoped(rule, roles, fallback))
     return rules
 
@@ -74,6 +81,7 @@ def scan_rules(target: Target) -> list[ScheduleRule]:
 __all__ = [
     "Alternatives",
     "CacheStepWeights",
+    "KeepStepInputs",
     "ParallelizeVectorizeUnrollStep",
     "Scoped",
     "scan_rules",

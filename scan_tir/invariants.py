@@ -5,7 +5,10 @@ Against the function before scheduling, each scan must still have:
 - its time loop: serial, no annotation or thread binding, from 0 over the whole range
   (not split, not fused, not reordered), directly binding the step block;
 - its step block, with its ordered iterator bound to exactly that loop's variable;
-- every block that was inside the step, unless scheduled away (inlined), still inside it.
+- every block that was inside the step, unless scheduled away (inlined), still inside it;
+- and the whole function well-formed S-TIR: a primitive that mis-derives a block's regions
+  (TVM 0.27's compute_inline across a step, meta_rules/step_inputs.py) yields a function
+  that ``tvm.compile`` still builds, so nothing else would stop it being measured.
 
 The postproc ``postprocs.VerifyScanStructure`` rejects tuning candidates that break them;
 the tests and ``apply_best`` check replayed schedules with the same code.
@@ -68,6 +71,8 @@ def scan_violations(func: tirx.PrimFunc, expected: list[Expected]) -> list[str]:
     if len(scans) != len(expected):
         return [f"{len(scans)} scan time loops found, {len(expected)} expected"]
     problems = []
+    if not s_tir.analysis.verify_well_formed(func, assert_mode=False):
+        problems.append("not well-formed S-TIR (s_tir.analysis.verify_well_formed)")
     everywhere = _block_names(func.body)
     for scan, want in zip(scans, expected):
         problem = _loop_violation(scan, want)

@@ -17,6 +17,7 @@ from postprocs import (
 )
 from scan_tir.invariants import expected_scans
 from scan_tir.structure import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE
+from scan_tir.workloads import get
 
 
 def _verifier(func):
@@ -63,6 +64,18 @@ def test_verifier_rejects_a_block_that_left_its_step():
     moved = scan_tir.create_prim_func([x, w, scan_tir.scan(init, u, s, name="rnn")])
     problems = scan_tir.scan_violations(moved, _verifier(func).expected["main"])
     assert problems == ["blocks ['bias'] left the step of scan 'rnn'"]
+
+
+def test_verifier_rejects_an_ill_formed_candidate():
+    """TVM's compute_inline of a step input into the step (topi's LSTM bias) mis-derives the
+    step's regions; the result still builds, so only the verifier stops it."""
+    func = get("lstm", seq=4, batch=2, input=3, hidden=2).prim_func()
+    sch = s_tir.Schedule(func)
+    sch.compute_inline(sch.get_sblock("Xi2h_bias"))
+    assert not _verifier(func).apply(sch)
+    problems = scan_tir.scan_violations(sch.mod["main"], _verifier(func).expected["main"])
+    assert problems == ["not well-formed S-TIR (s_tir.analysis.verify_well_formed)"]
+    assert _verifier(func).apply(s_tir.Schedule(func))
 
 
 def test_dynamic_loops_allowed_only_for_time_loops():

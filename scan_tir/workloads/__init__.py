@@ -15,9 +15,17 @@ from tvm import tirx
 
 from ..errors import ScanLoweringError
 from .base import WORKLOAD_ATTR, Recurrence, Workload
+from .bidirectional_lstm import BILSTM
+from .elman import RNN_RELU, RNN_TANH
+from .gru import GRU
 from .lstm import LSTM
+from .mingru import MINGRU
+from .selective_scan import SELECTIVE_SCAN
+from .stacked_lstm import LSTM_STACKED
 
-RECURRENCES: dict[str, Recurrence] = {r.name: r for r in (LSTM,)}
+RECURRENCES: dict[str, Recurrence] = {
+    r.name: r for r in (LSTM, GRU, RNN_TANH, RNN_RELU, LSTM_STACKED, BILSTM, SELECTIVE_SCAN, MINGRU)
+}
 
 # The experiments' configs (issues 3 and 4): name -> (recurrence, sizes).
 CONFIGS: dict[str, tuple[str, dict[str, int]]] = {
@@ -25,6 +33,11 @@ CONFIGS: dict[str, tuple[str, dict[str, int]]] = {
     "B": ("lstm", {"seq": 256, "batch": 1, "input": 16, "hidden": 16}),
     "C": ("lstm", {"seq": 100, "batch": 1, "input": 1024, "hidden": 1024}),
     "D": ("lstm", {"seq": 50, "batch": 64, "input": 512, "hidden": 512}),
+    "E": ("gru", {"seq": 80, "batch": 1, "input": 512, "hidden": 256}),
+    "A2": ("lstm_stacked", {"seq": 80, "batch": 1, "input": 512, "hidden": 256, "layers": 2}),
+    "Abi": ("bilstm", {"seq": 80, "batch": 1, "input": 512, "hidden": 256}),
+    "S": ("selective_scan", {"seq": 1024, "batch": 1, "d_model": 768, "d_state": 16}),
+    "M": ("mingru", {"seq": 1024, "batch": 1, "input": 768, "hidden": 768}),
 }
 
 

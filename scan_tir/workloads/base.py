@@ -46,7 +46,7 @@ class Recurrence:
     numpy: Callable[..., Arrays]
     torch: Callable[..., Arrays] | None = None
     torch_model: Callable[..., Callable[[], object]] | None = None
-    layout_free: tuple[str, ...] = ()
+    layout_free: tuple[str, ...] | Callable[..., tuple[str, ...]] = ()
 
     def __call__(self, **sizes: int) -> Workload:
         """This recurrence at ``sizes`` (missing ones take the defaults)."""
@@ -86,8 +86,11 @@ class Workload:
         """The lowered function, weights marked layout-free; tagged with the workload unless
         ``tag`` is False (the tag is part of the function, so of the database's key)."""
         func = create_prim_func(self.tensors())
-        if self.recurrence.layout_free:
-            func = layout_free(func, self.recurrence.layout_free)
+        weights = self.recurrence.layout_free
+        if callable(weights):
+            weights = weights(**self.sizes)
+        if weights:
+            func = layout_free(func, weights)
         if tag:
             func = func.with_attr(WORKLOAD_ATTR, self.to_json())
         return func

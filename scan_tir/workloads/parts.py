@@ -1,0 +1,82 @@
+"""TE, numpy and PyTorch pieces the zoo's recurrences share.
+
+The input projection of an RNN layer does not depend on the state, so, as topi's LSTM does,
+it is one compute over all steps before the scan (a GEMM MetaSchedule tiles as such); only
+the recurrent product stays inside the scan's step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+from tvm import te
+
+
+def input_projection(xs: te.Tensor, wi: te.Tensor, bi: te.Tensor, name: str) -> te.Tensor:
+    """``xs @ wi.T + bi`` over every step at once: (seq, batch, rows of wi)."""
+    k = te.reduce_axis((0, xs.shape[2]), name="k")
+    shape = (xs.shape[0], xs.shape[1], wi.shape[0])
+    xw = te.compute(
+        shape, lambda t, b, j: te.sum(xs[t, b, k] * wi[j, k], axis=k), name=name + "_dense"
+    )
+    return te.compute(shape, lambda t, b, j: xw[t, b, j] + bi[j], name=name)
+
+
+def recurrent_projection(state: te.Tensor, wh: te.Tensor, bh: te.Tensor, name: str) -> te.Tensor:
+    """``state[t-1] @ wh.T + bh`` for every step t of a scan (index 0 is the init row)."""
+    k = te.reduce_axis((0, wh.shape[1]), name="kh")
+    shape = (state.shape[0], state.shape[1], wh.shape[0])
+    hw = te.compute(
+        shape,
+        lambda t, b, j: te.sum(state[t - 1, b, k] * wh[j, k], axis=k),
+        name=name + "_dense",
+    )
+    return te.compute(shape, lambda t, b, j: hw[t, b, j] + bh[j], name=name)
+
+
+def drop_init(states: te.Tensor, name: str) -> te.Tensor:
+    """The scan's states without the init row: step t's state at index t."""
+    return te.compute(
+        (states.shape[0] - 1, *states.shape[1:]), lambda t, *i: states[(t + 1, *i)], name=name
+    )
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """The logistic function, for the numpy references."""
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def load_weights(module, weights: Mapping[str, np.ndarray]) -> None:
+    """Set every parameter of ``module`` from the array of that name (float32).
+
+    Names and shapes must match exactly (``copy_`` alone would broadcast, and a parameter
+    left at its random initialisation would make a comparison with PyTorch test nothing).
+    """
+    import torch as th
+
+    params = dict(module.named_parameters())
+    if set(weights) != set(params):
+        raise KeyError(
+            f"{type(module).__name__} has parameters {sorted(params)}, got {sorted(weights)}"
+        )
+    with th.no_grad():
+        for name, array in weights.items():
+            if tuple(params[name].shape) != np.shape(array):
+                raise ValueError(f"{name}: shape {np.shape(array)}, expected {params[name].shape}")
+            params[name].copy_(th.from_numpy(np.asarray(array, "float32")))
+
+
+def module_call(module, xs: np.ndarray) -> Callable[[], object]:
+    """A call of a PyTorch RNN module on ``xs`` that returns its output (every step's last
+    layer hidden state) without autograd: what a ``torch_model`` hands to benchmarks."""
+    import torch as th
+
+    x = th.from_numpy(np.asarray(xs, "float32"))
+    module.eval()
+
+    def call():
+        with th.no_grad():
+            return module(x)[0]
+
+    return call
