@@ -7,7 +7,7 @@ setup(
     version="0.1.0",
     description="Lower te.scan to S-TIR and tune recurrences with MetaSchedule",
     python_requires=">=3.10",
-    packages=["scan_tir", "scan_tir.workloads", "meta_rules", "postprocs"],
+    packages=["scan_tir", "scan_tir.db", "scan_tir.workloads", "meta_rules", "postprocs"],
     install_requires=[
         # ffi 0.1.15.x segfaults in tvm.ir.save_json, i.e. on every MetaSchedule
         # database write (../shared/FIELD_NOTES.md); pin both.
@@ -17,10 +17,27 @@ setup(
         "xgboost",
         "psutil",
         "cloudpickle",
+        "matplotlib",  # scan-tir db plot
+        # Inside Jupyter, MetaSchedule prints its tuning table with pandas and fails
+        # without it (tvm/s_tir/meta_schedule/utils.py, print_interactive_table).
+        "pandas",
     ],
     extras_require={
-        "tests": ["pytest", "hypothesis", "ruff"],
+        # nbclient, nbformat, ipykernel: test_notebook.py runs notebooks/ headless;
+        # tornado: test_rpc.py starts an RPC tracker.
+        # torch: tests/test_workloads.py checks the zoo against nn.GRU, nn.RNN and nn.LSTM.
+        "tests": [
+            "pytest",
+            "hypothesis",
+            "ruff",
+            "nbclient",
+            "nbformat",
+            "ipykernel",
+            "tornado",
+            "torch==2.13.0",
+        ],
         # The CPU build on local disk; a bare "torch" pulls a multi-GB CUDA build.
         "benchmarks": ["torch==2.13.0"],
     },
+    entry_points={"console_scripts": ["scan-tir=scan_tir.cli:main"]},
 )

@@ -33,16 +33,11 @@ import json
 import math
 import os
 import platform
-import re
 import shlex
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +62,7 @@ from tvm import relax, tirx
 from tvm.topi.testing import lstm_python
 
 import scan_tir
+from scan_tir.tuning import count_lines, log, records_file, tune_module
 
 Shape = tuple[int, int, int, int]
 
@@ -85,7 +81,6 @@ DRAM_BYTES_PER_S = 27e9  # read bandwidth at 16 MiB working sets (FIELD_NOTES)
 FAILED_RUN_S = 1e9  # MetaSchedule records failed builds/runs as run_secs = 1e10
 SLOW_CALL_S = 1.0  # a path slower than this per call gets --slow-repeats repeats
 DEFAULT_WORK_ROOT = Path("experiments") / "results"  # run from the repo root, as documented
-T0 = time.perf_counter()
 
 
 @dataclass
@@ -115,13 +110,6 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
-def log(msg: str) -> None:
-    """Progress to stderr (stdout holds only the report), with clock time and elapsed time,
-    so that a long tuning run can be followed and its stages timed from the log alone."""
-    now = datetime.now().strftime("%H:%M:%S")
-    print(f"[{now} +{time.perf_counter() - T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
 def median(xs: list[float]) -> float:
     """Median, or NaN for a path that did not run (keeps the table's shape fixed)."""
     return statistics.median(xs) if xs else math.nan
@@ -144,109 +132,19 @@ def lstm_module(shape: Shape) -> tvm.IRModule:
     return tvm.IRModule({"main": scan_tir.layout_free(func, ["Wi", "Wh"])})
 
 
-def records_file(work_dir: Path) -> Path:
-    """Where ``ms.tune_tir``'s JSON database appends one line per measured candidate."""
-    return work_dir / "database_tuning_record.json"
-
-
-def count_lines(path: Path) -> int:
-    """Records written so far; 0 before the database's first commit."""
-    try:
-        with path.open("rb") as fh:
-            return sum(1 for _ in fh)
-    except FileNotFoundError:
-        return 0
-
-
-LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \[INFO\] (.*)$")
-SOURCE_TAG = re.compile(r"^\[[^\]]+\]\s*")  # "[task_scheduler.cc:208] " before the message
-
-
-def tuning_stage(work_dir: Path, tail_bytes: int = 65536) -> str:
-    """The newest INFO message in MetaSchedule's logs under ``work_dir/logs``.
-
-    Records reach the database only once a whole batch (up to 64 trials) is built and run, so
-    the count alone stays flat for minutes; the log says whether the search is evolving, the
-    builder is compiling or the runner is timing.
-    """
-    newest = ("", "")
-    for path in (work_dir / "logs").glob("*.log"):
-        with path.open("rb") as fh:
-            fh.seek(max(0, path.stat().st_size - tail_bytes))
-            lines = fh.read().decode("utf-8", "replace").splitlines()
-        for line in reversed(lines):
-            m = LOG_LINE.match(line)
-            msg = SOURCE_TAG.sub("", m.group(2)).strip() if m else ""
-            if msg:  # skip the header lines of the scheduler's tables
-                newest = max(newest, (m.group(1), msg))
-                break
-    return newest[1][:100]
-
-
-@contextmanager
-def watch_records(label: str, work_dir: Path, period_s: float = 10.0) -> Iterator[None]:
-    """Report the database's record count and the tuner's stage while tuning runs.
-
-    A daemon thread polls every ``period_s``; it prints when either changes, and at least once
-    a minute so that a long silent phase (a batch being built) still shows signs of life.
-    """
-    stop = threading.Event()
-    path = records_file(work_dir)
-    start = count_lines(path)
-
-    def poll() -> None:
-        last, last_print = (start, ""), time.perf_counter()
-        while not stop.wait(period_s):
-            now = (count_lines(path), tuning_stage(work_dir))
-            if now != last or time.perf_counter() - last_print >= 60:
-                log(f"{label}: tuning, {now[0]} records ({now[0] - start} new); {now[1]}")
-                last, last_print = now, time.perf_counter()
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
-def import_tensor_intrin() -> None:
-    """Initializer of the builder's worker processes.
-
-    MetaSchedule's default build function imports ``tvm.s_tir.tensor_intrin`` (15 s here on a
-    busy machine) inside the timed build of each fresh worker, and LocalBuilder starts fresh
-    workers for every batch: with the default 30 s timeout, builds of config C all timed out,
-    and 6 of 16 at B. An initializer runs outside the timeout (tvm/support/popen_pool.py).
-    """
-    import tvm.s_tir.tensor_intrin  # noqa: F401
-
-
 def tune(label: str, mod: tvm.IRModule, work_dir: Path, args: argparse.Namespace) -> float:
     """Run ``ms.tune_tir`` for ``--trials`` more trials (it resumes from the database in
     ``work_dir``); returns its wall time in seconds."""
-    trials = args.trials
-    work_dir.mkdir(parents=True, exist_ok=True)
-    log(
-        f"{label}: tuning {trials} trials in {work_dir} "
-        f"({count_lines(records_file(work_dir))} records there already)"
+    start = count_lines(records_file(work_dir))
+    return tune_module(
+        mod,
+        work_dir,
+        args.trials,
+        target(),
+        label=label,
+        build_timeout_s=args.build_timeout,
+        total=start + args.trials,
     )
-    t = time.perf_counter()
-    with watch_records(label, work_dir):
-        ms.tune_tir(
-            mod,
-            target(),
-            str(work_dir),
-            max_trials_global=trials,
-            num_trials_per_iter=min(trials, 64),
-            space=scan_tir.scan_space(target()),
-            builder=ms.builder.LocalBuilder(
-                timeout_sec=args.build_timeout, initializer=import_tensor_intrin
-            ),
-        )
-    seconds = time.perf_counter() - t
-    log(f"{label}: tuning done in {seconds:.0f} s")
-    return seconds
 
 
 def open_database(work_dir: Path) -> ms.database.JSONDatabase:
@@ -704,7 +602,7 @@ def report(results: list[Result], args: argparse.Namespace) -> int:
         f"Target: {json.dumps(TARGET_JSON)}. Latency repeats {args.latency_repeats} "
         f"(slow paths {args.slow_repeats}). Trials this run: "
         f"{'none (--replay)' if args.replay else args.trials} (builder timeout "
-        f"{args.build_timeout:g} s, tensor_intrin imported by the workers' initializer)."
+        f"{args.build_timeout:g} s, scan_tir.tuning.build_candidate: no tensor_intrin import)."
     )
     print(
         "Load average (1, 5, 15 min) at start: "

@@ -15,6 +15,7 @@ from workloads import gru, gru_numpy_projected, lstm
 import scan_tir
 from scan_tir.invariants import expected_scans
 from scan_tir.symbolic import replay
+from scan_tir.tuning import build_candidate
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 RNG = np.random.default_rng(11)
@@ -29,6 +30,7 @@ def _tune(func, work_dir, trials=8):
         max_trials_global=trials,
         num_trials_per_iter=trials,
         space=scan_tir.scan_space(TARGET),
+        builder=ms.builder.LocalBuilder(f_build=build_candidate),
     )
     records = db.get_all_tuning_records()
     assert records, "tuning measured nothing"

@@ -4,9 +4,6 @@ PyTorch's module with the same weights; at 1024+ steps on 2 threads; tuned throu
 
 from __future__ import annotations
 
-import functools
-import importlib
-
 import numpy as np
 import pytest
 import tvm
@@ -18,6 +15,7 @@ from util import compile_func, run
 import scan_tir
 from scan_tir.invariants import expected_scans
 from scan_tir.symbolic import replay
+from scan_tir.tuning import build_candidate
 from scan_tir.workloads import CONFIGS, RECURRENCES, get, workload_of
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
@@ -133,14 +131,11 @@ def test_new_configs_convert(config):
 @pytest.fixture(scope="module")
 def builder() -> ms.builder.LocalBuilder:
     """One builder for every tuning test: its construction runs a worker (sanity check).
-
-    Its workers import tvm.s_tir.tensor_intrin in an initializer, outside the build timeout
-    (experiments/tune_lstm.py says why); a partial of a library function, because the
-    workers cannot import this test module to unpickle a function defined here. One worker:
-    two, each importing TVM on these 2 busy cores, were slower for 4 candidates.
+    It builds with scan_tir.tuning.build_candidate (MetaSchedule's build without the 15-20 s
+    import of tensor_intrin in every fresh worker). One worker: two, each importing TVM on
+    these 2 busy cores, were slower for 4 candidates.
     """
-    initializer = functools.partial(importlib.import_module, "tvm.s_tir.tensor_intrin")
-    return ms.builder.LocalBuilder(max_workers=1, initializer=initializer)
+    return ms.builder.LocalBuilder(max_workers=1, f_build=build_candidate)
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

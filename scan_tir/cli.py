@@ -1,0 +1,224 @@
+"""``scan-tir``: tune a workload, inspect and check a tuning database.
+
+    scan-tir tune WORKLOAD [--sizes k=v,...] --trials N --work-dir D [--rpc HOST:PORT:KEY]
+    scan-tir db summary D | top D -k K | show D --record I | verify D
+    scan-tir db export D [--csv F] [--json F] | plot D --out DIR | compare D1 D2
+
+Exit codes (also in ``scan-tir --help``): 0 ok; 1 verification failed; 2 usage or bad
+input (wrong path, unknown workload, no such record); 3 done, but some database lines
+could not be read and were skipped (each is named on stderr); 4 TVM failed (tuning or
+a build), message on stderr. Results go to stdout, progress and warnings to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+OK, VERIFY_FAILED, BAD_INPUT, SKIPPED_LINES, TVM_FAILED = 0, 1, 2, 3, 4
+
+EPILOG = """exit codes:
+  0  ok
+  1  verification failed (db verify: a record breaks a scan or computes wrongly)
+  2  usage or bad input (wrong path, unknown workload or size, no such record)
+  3  done, but database lines could not be read and were skipped (named on stderr)
+  4  TVM failed (tuning, or building a schedule); the message is on stderr
+"""
+
+
+class UsageError(Exception):
+    """Bad input from the command line: exit code 2 with the message."""
+
+
+def _sizes(text: str) -> dict[str, int]:
+    sizes = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise UsageError(f"--sizes wants k=v,... with integer values, got {item!r}")
+        sizes[key.strip()] = int(value)
+    return sizes
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="scan-tir",
+        description="Tune recurrences with scan-tir's search space; inspect tuning databases.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("tune", help="tune a workload of the zoo into a work dir (resumes)")
+    t.add_argument("workload", help="a recurrence (lstm, ...) or a config name (A, B, ...)")
+    t.add_argument("--sizes", default="", type=str, help="k=v,... e.g. seq=16,hidden=8")
+    t.add_argument("--trials", type=int, required=True,
+                   help="records of this workload the work dir should hold at the end")
+    t.add_argument("--work-dir", "-d", required=True, type=Path)
+    t.add_argument("--rpc", help="HOST:PORT:KEY of an RPC tracker (default: run locally)")
+    t.add_argument("--trials-per-iter", type=int, default=64)
+    t.add_argument("--population", type=int, default=512,
+                   help="evolutionary search population (less for tiny budgets)")
+    t.add_argument("--build-timeout", type=float, default=30.0)
+    db = sub.add_parser("db", help="inspect a tuning database").add_subparsers(
+        dest="action", required=True
+    )
+    db.add_parser("summary", help="records, valid ones, best latency per workload")
+    top = db.add_parser("top", help="the fastest records, with speed-up over untuned")
+    top.add_argument("-k", type=int, default=5)
+    top.add_argument("--no-baseline", action="store_true", help="do not time the untuned")
+    show = db.add_parser("show", help="one record: trace, rule per instruction, invariants")
+    show.add_argument("--record", "-r", type=int, required=True)
+    verify = db.add_parser("verify", help="replay every record, check numerics and scans")
+    verify.add_argument("--tol", type=float, default=1e-4)
+    export = db.add_parser("export", help="records as CSV and/or JSON")
+    export.add_argument("--csv", type=Path)
+    export.add_argument("--json", type=Path)
+    plot = db.add_parser("plot", help="best-so-far and latency histogram PNGs")
+    plot.add_argument("--out", type=Path, required=True)
+    compare = db.add_parser("compare", help="two databases side by side")
+    compare.add_argument("other", type=Path)
+    for action in db.choices.values():
+        action.add_argument("dir", type=Path, help="the tuning work dir")
+    return p
+
+
+def _warn(msg: str) -> None:
+    print(f"scan-tir: {msg}", file=sys.stderr, flush=True)
+
+
+def _load(path: Path):
+    from .db import load
+
+    db = load(path)  # DatabaseError: main turns it into exit code 2
+    for problem in db.problems:
+        _warn(f"skipped {problem}")
+    if not db.entries:
+        _warn(f"{path}: no readable tuning records")
+    return db
+
+
+def _ms(x: float) -> str:
+    return "-" if math.isnan(x) or math.isinf(x) else f"{x:.4g}"
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from . import workloads
+    from .errors import ScanLoweringError
+    from .tuning import parse_rpc, tune
+
+    if args.trials < 1:
+        raise UsageError(f"--trials must be at least 1, got {args.trials}")
+    if args.rpc:
+        try:
+            parse_rpc(args.rpc)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
+    try:
+        workload = workloads.get(args.workload, **_sizes(args.sizes))
+    except ScanLoweringError as err:
+        raise UsageError(str(err)) from None
+    result = tune(
+        workload,
+        args.work_dir,
+        args.trials,
+        rpc=args.rpc,
+        trials_per_iter=args.trials_per_iter,
+        build_timeout_s=args.build_timeout,
+        population=args.population,
+    )
+    print(
+        f"{workload.name}: {result.records_after} records in {result.work_dir} "
+        f"({result.records_before} before this run, {result.seconds:.0f} s)"
+    )
+    return SKIPPED_LINES if result.repaired else OK
+
+
+def _db(args: argparse.Namespace) -> int:
+    from . import db as dbm
+    from .tuning import default_target, log
+
+    db = _load(args.dir)
+    if args.action == "summary":
+        print(f"{'workload':<50} {'records':>7} {'valid':>6} {'best ms':>9} {'median ms':>9} "
+              f"{'best at':>7}")
+        for s in dbm.summary(db):
+            print(f"{s.name:<50} {s.records:>7} {s.valid:>6} {_ms(s.best_ms):>9} "
+                  f"{_ms(s.median_ms):>9} {s.best_trial:>7}")
+    elif args.action == "top":
+        target = None if args.no_baseline else default_target()
+        print(f"{'workload':<50} {'rank':>4} {'record':>6} {'ms':>9} {'untuned ms':>10} "
+              f"{'speed-up':>8}")
+        for r in dbm.top(db, args.k, target):
+            print(f"{r.name:<50} {r.rank:>4} {r.entry.index:>6} {_ms(r.entry.mean_ms):>9} "
+                  f"{_ms(r.untuned_ms):>10} {_ms(r.speedup):>8}")
+    elif args.action == "show":
+        log(f"show: regenerating the design space to attribute record {args.record}")
+        try:
+            print(dbm.render(dbm.show(db, args.record)))
+        except IndexError as err:
+            raise UsageError(str(err)) from None
+    elif args.action == "verify":
+        return _verify(db, dbm, default_target(), args.tol, log)
+    elif args.action == "export":
+        if not args.csv and not args.json:
+            raise UsageError("db export: give --csv FILE and/or --json FILE")
+        if args.csv:
+            dbm.to_csv(db, args.csv)
+        if args.json:
+            dbm.to_json(db, args.json)
+        print(f"exported {len(db.entries)} records")
+    elif args.action == "plot":
+        for path in dbm.plot(db, args.out):
+            print(path)
+    elif args.action == "compare":
+        other = _load(args.other)
+        print(f"{'workload':<50} {'A rec':>6} {'A best':>9} {'B rec':>6} {'B best':>9} "
+              f"{'A/B':>6}")
+        for r in dbm.compare(db, other):
+            print(f"{r.name:<50} {r.a.records:>6} {_ms(r.a.best_ms):>9} {r.b.records:>6} "
+                  f"{_ms(r.b.best_ms):>9} {_ms(r.ratio):>6}")
+        return SKIPPED_LINES if db.problems or other.problems else OK
+    return SKIPPED_LINES if db.problems else OK
+
+
+def _verify(db, dbm, target, tol: float, log) -> int:
+    def progress(v, total: int) -> None:
+        state = "ok" if v.ok else f"FAILED: {v.problem}"
+        log(f"verify: record {v.index} ({v.index + 1}/{total}): error {_ms(v.max_error)} {state}")
+
+    verdicts = dbm.verify(db, target, tol, on_verdict=progress)
+    failed = [v for v in verdicts if not v.ok]
+    skipped = len(db.entries) - len(verdicts)
+    for v in failed:
+        print(f"record {v.index}: {v.problem}")
+    print(f"verified {len(verdicts)} records: {len(verdicts) - len(failed)} ok, "
+          f"{len(failed)} failed; {skipped} skipped (failed when tuned)")
+    if failed:
+        return VERIFY_FAILED
+    return SKIPPED_LINES if db.problems else OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``scan-tir`` console script; returns the exit code."""
+    args = _parser().parse_args(argv)  # argparse exits with 2 on a usage error
+    from .db import DatabaseError
+
+    try:
+        return _tune(args) if args.command == "tune" else _db(args)
+    except (UsageError, DatabaseError) as err:
+        _warn(str(err))
+        return BAD_INPUT
+    except OSError as err:  # a work dir that is a file, an unwritable output path
+        _warn(f"{err.filename or ''}: {err.strerror or err}")
+        return BAD_INPUT
+    except Exception as err:  # TVM's errors (tuning, builds): a message, not a traceback
+        lines = str(err).strip().splitlines()
+        _warn(f"TVM failed: {type(err).__name__}: {lines[-1] if lines else ''}")
+        return TVM_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

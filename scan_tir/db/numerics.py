@@ -1,0 +1,81 @@
+"""Running a database's functions: inputs, reference outputs, builds, latencies.
+
+A workload from the zoo (:func:`scan_tir.workloads.workload_of`) brings its inputs and
+its numpy reference. For any other function there is no reference but the function
+itself: every parameter is filled with random values, the untuned function is run, and
+all parameters after the call are the reference (this needs no knowledge of which
+parameters are outputs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+from tvm import tirx
+from tvm.target import Target
+
+from .records import TuningDB
+
+
+@dataclass
+class Case:
+    """Arguments to call a function of the database with, and what it must produce."""
+
+    args: list[np.ndarray]  # every parameter, in order (outputs zeroed)
+    check: list[int]  # parameter positions compared with ``expected``
+    expected: list[np.ndarray]
+    reference: str  # where ``expected`` came from, for the report
+
+
+def param_shapes(func: tirx.PrimFunc) -> list[tuple[tuple[int, ...], str]]:
+    return [(tuple(int(d) for d in p.ty.shape), str(p.ty.dtype)) for p in func.params]
+
+
+def case(db: TuningDB, workload: int, target: Target, seed: int = 0) -> Case:
+    """Inputs and expected outputs for workload line ``workload`` of ``db``."""
+    func = db.func(workload)
+    shapes = param_shapes(func)
+    zoo = db.workload(workload)
+    if zoo is not None:
+        inputs = zoo.input_arrays(seed)
+        outs = [np.zeros(s, d) for s, d in shapes[len(inputs):]]
+        n = len(inputs)
+        return Case(inputs + outs, list(range(n, len(shapes))), zoo.numpy(inputs),
+                    f"numpy reference of {zoo.name}")
+    rng = np.random.default_rng(seed)
+    args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
+    expected = call(build(func, target), args)
+    return Case(args, list(range(len(shapes))), expected,
+                "the untuned function's own output (workload not from the zoo)")
+
+
+def build(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Module:
+    return tvm.compile(tvm.IRModule({"main": func}), target=target).jit()
+
+
+def call(lib: tvm.runtime.Module, args: list[np.ndarray]) -> list[np.ndarray]:
+    """Call ``lib`` on copies of ``args``; every argument after the call."""
+    tensors = [tvm.runtime.tensor(a.copy()) for a in args]
+    lib["main"](*tensors)
+    return [t.numpy() for t in tensors]
+
+
+def max_error(got: list[np.ndarray], c: Case) -> float:
+    """Largest error relative to max(1, |expected|), over the checked parameters."""
+    worst = 0.0
+    for pos, want in zip(c.check, c.expected):
+        have = got[pos].astype("float64")
+        err = np.abs(have - want) / np.maximum(1.0, np.abs(want))
+        worst = max(worst, float(np.nanmax(err)) if err.size else 0.0)
+        if np.isnan(have).any():
+            return float("inf")
+    return worst
+
+
+def latency_ms(lib: tvm.runtime.Module, args: list[np.ndarray], repeat: int = 5) -> float:
+    """Median ms per call, with TVM's time_evaluator (about 0.1 s per repeat)."""
+    tensors = [tvm.runtime.tensor(a.copy()) for a in args]
+    timer = lib.time_evaluator("main", tvm.cpu(), repeat=repeat, min_repeat_ms=100)
+    return float(np.median(timer(*tensors).results)) * 1e3

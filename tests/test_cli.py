@@ -1,0 +1,118 @@
+"""The ``scan-tir`` command: output, and the documented exit codes on good and bad input.
+
+Most cases call ``scan_tir.cli.main`` in-process (fast); the installed console script is run
+as a subprocess where it matters that the process itself exits cleanly (a damaged database
+must give exit code 3, never a C++ abort).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_db import FIXTURE, RECORDS, damage, raw_means_ms
+
+from scan_tir import cli
+from scan_tir.workloads import Workload
+
+SCRIPT = Path(sys.executable).parent / "scan-tir"
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    out = tmp_path / "tiny"
+    shutil.copytree(FIXTURE, out)
+    return out
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_summary_top_show(tiny, capsys):
+    code, out, _ = run(capsys, "db", "summary", tiny)
+    assert code == cli.OK
+    assert "lstm(seq=8, batch=1, input=4, hidden=8)" in out
+    assert f"{min(raw_means_ms(tiny)):.4g}" in out
+    code, out, _ = run(capsys, "db", "top", tiny, "-k", "2", "--no-baseline")
+    assert code == cli.OK and len(out.strip().splitlines()) == 3
+    code, out, _ = run(capsys, "db", "show", tiny, "--record", "0")
+    assert code == cli.OK and "scan invariants: kept" in out and "Scoped(" in out
+
+
+def test_export_plot_compare(tiny, tmp_path, capsys):
+    code, _, _ = run(capsys, "db", "export", tiny, "--json", tmp_path / "r.json")
+    assert code == cli.OK
+    assert len(json.loads((tmp_path / "r.json").read_text())["records"]) == 4
+    code, out, _ = run(capsys, "db", "plot", tiny, "--out", tmp_path / "png")
+    assert code == cli.OK and out.count(".png") == 2
+    code, out, _ = run(capsys, "db", "compare", tiny, tiny)
+    assert code == cli.OK and out.strip().splitlines()[1].split()[-1] == "1"
+
+
+def test_verify_exit_codes(tiny, capsys, monkeypatch):
+    code, out, _ = run(capsys, "db", "verify", tiny)
+    assert code == cli.OK and "4 ok, 0 failed" in out
+    right = Workload.numpy
+    monkeypatch.setattr(Workload, "numpy", lambda self, xs: [a * 1.01 for a in right(self, xs)])
+    code, out, _ = run(capsys, "db", "verify", tiny)
+    assert code == cli.VERIFY_FAILED and "0 ok, 4 failed" in out and "wrong result" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["db", "summary", "/nonexistent/dir"], "no such directory"),
+        (["db", "show", "{tiny}", "--record", "4"], "no record 4"),
+        (["db", "export", "{tiny}"], "--csv FILE and/or --json FILE"),
+        (["tune", "gru3000", "--trials", "1", "-d", "{tmp}"], "unknown workload"),
+        (["tune", "lstm", "--sizes", "seq=x", "--trials", "1", "-d", "{tmp}"], "--sizes"),
+        (["tune", "lstm", "--sizes", "depth=2", "--trials", "1", "-d", "{tmp}"], "unknown size"),
+        (["tune", "lstm", "--trials", "0", "-d", "{tmp}"], "at least 1"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--rpc", "host:key"], "HOST:PORT:KEY"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tiny}/{records}"], "File exists"),
+        (["db", "export", "{tiny}", "--csv", "/nonexistent/r.csv"], "No such file"),
+    ],
+)
+def test_bad_input_exits_2(tiny, tmp_path, capsys, argv, message):
+    argv = [a.format(tiny=tiny, tmp=tmp_path / "w", records=RECORDS) for a in argv]
+    code, _, err = run(capsys, *argv)
+    assert code == cli.BAD_INPUT and message in err
+
+
+def test_usage_error_exits_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["db", "frobnicate"])
+    assert exc.value.code == cli.BAD_INPUT
+
+
+def test_empty_database(tmp_path, capsys):
+    (tmp_path / RECORDS).write_text("")
+    code, out, err = run(capsys, "db", "summary", tmp_path)
+    assert code == cli.OK and "no readable tuning records" in err
+    code, out, _ = run(capsys, "db", "verify", tmp_path)
+    assert code == cli.OK and "verified 0 records" in out
+
+
+def test_damaged_database_via_console_script(tiny):
+    """A subprocess, so that an abort would show as a signal: exit 3, lines named, rest read."""
+    damage(tiny)
+    for argv in (["db", "summary", tiny], ["db", "verify", tiny]):
+        proc = subprocess.run(
+            [SCRIPT, *map(str, argv)], capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == cli.SKIPPED_LINES, proc.stderr
+        assert f"{RECORDS}:5: its workload (line 8" in proc.stderr
+        assert f"{RECORDS}:6: not JSON (cut short" in proc.stderr
+    assert "4 ok, 0 failed" in proc.stdout
+
+
+def test_help_lists_exit_codes():
+    proc = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "exit codes:" in proc.stdout and "verification" in proc.stdout

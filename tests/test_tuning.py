@@ -1,0 +1,73 @@
+"""scan_tir.tuning: the budget counts the records already there; a run killed with -9 loses
+no record already written and resumes to finish."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from test_db import FIXTURE, RECORDS
+
+from scan_tir import cli
+from scan_tir import db as sdb
+from scan_tir.tuning import default_target, tune
+from scan_tir.workloads import get
+
+SCRIPT = Path(sys.executable).parent / "scan-tir"
+SIZES = {"seq": 8, "batch": 1, "input": 4, "hidden": 8}
+TUNE = ["tune", "lstm", "--sizes", ",".join(f"{k}={v}" for k, v in SIZES.items()),
+        "--population", "16"]
+
+
+def test_budget_counts_existing_records(tmp_path):
+    """4 records there, budget 4: nothing to tune (and no builder started)."""
+    work = tmp_path / "w"
+    shutil.copytree(FIXTURE, work)
+    t = time.perf_counter()
+    result = tune(get("lstm", **SIZES), work, 4)
+    assert (result.records_before, result.records_after, result.repaired) == (4, 4, 0)
+    assert result.seconds == 0 and time.perf_counter() - t < 30
+
+
+def test_killed_run_loses_nothing_and_resumes(tmp_path):
+    work = tmp_path / "w"
+    argv = [str(SCRIPT), *TUNE, "-d", str(work)]
+    proc = subprocess.Popen(
+        [*argv, "--trials", "3", "--trials-per-iter", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    records = work / RECORDS
+    deadline = time.monotonic() + 400
+    try:
+        while not (records.exists() and records.read_bytes().count(b"\n") >= 1):
+            assert proc.poll() is None, "the tuning run ended before writing a record"
+            assert time.monotonic() < deadline, "no record within 400 s"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the run and its builder/runner workers
+        proc.wait()
+    written = records.read_text().splitlines()
+    # A kill can also land inside TVM's write of a line: simulate that too.
+    with records.open("a") as fh:
+        fh.write(written[0][:100])
+    db = sdb.load(work)
+    assert [e.line for e in db.entries] == list(range(1, len(written) + 1))
+    assert [p.line for p in db.problems] == [len(written) + 1]
+
+    done = subprocess.run([*argv, "--trials", "3", "--trials-per-iter", "2"],
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == cli.SKIPPED_LINES, done.stderr  # 3: a cut line was dropped
+    assert "dropped unreadable line" in done.stderr
+    assert "3 records" in done.stdout and f"({len(written)} before this run" in done.stdout
+    after = records.read_text().splitlines()
+    assert after[: len(written)] == written  # the earlier records, untouched
+    assert len(list(work.glob(RECORDS + ".bak-*"))) == 1
+    db = sdb.load(work)
+    assert not db.problems and len(db.entries) == 3
+    verdicts = sdb.verify(db, default_target())
+    assert verdicts and all(v.ok for v in verdicts), verdicts
