@@ -3,6 +3,7 @@
     scan-tir tune WORKLOAD [--sizes k=v,...] --trials N --work-dir D [--rpc HOST:PORT:KEY]
     scan-tir db summary D | top D -k K | show D --record I | verify D
     scan-tir db export D [--csv F] [--json F] | plot D --out DIR | compare D1 D2
+    scan-tir db prune D --keep K
 
 Exit codes (also in ``scan-tir --help``): 0 ok; 1 verification failed; 2 usage or bad
 input (wrong path, unknown workload, no such record); 3 done, but some database lines
@@ -80,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", type=Path, required=True)
     compare = db.add_parser("compare", help="two databases side by side")
     compare.add_argument("other", type=Path)
+    prune = db.add_parser("prune", help="keep the K best records per workload (backup kept)")
+    prune.add_argument("--keep", type=int, required=True)
     for action in db.choices.values():
         action.add_argument("dir", type=Path, help="the tuning work dir")
     return p
@@ -181,6 +184,11 @@ def _db(args: argparse.Namespace) -> int:
             print(f"{r.name:<50} {r.a.records:>6} {_ms(r.a.best_ms):>9} {r.b.records:>6} "
                   f"{_ms(r.b.best_ms):>9} {_ms(r.ratio):>6}")
         return SKIPPED_LINES if db.problems or other.problems else OK
+    elif args.action == "prune":
+        if args.keep < 1:
+            raise UsageError(f"db prune: --keep must be at least 1, got {args.keep}")
+        before, after = dbm.prune(args.dir, args.keep)
+        print(f"kept {after} of {before} records (the original is kept as a .bak-prune file)")
     return SKIPPED_LINES if db.problems else OK
 
 

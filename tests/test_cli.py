@@ -54,6 +54,10 @@ def test_export_plot_compare(tiny, tmp_path, capsys):
     assert code == cli.OK and out.count(".png") == 2
     code, out, _ = run(capsys, "db", "compare", tiny, tiny)
     assert code == cli.OK and out.strip().splitlines()[1].split()[-1] == "1"
+    code, out, _ = run(capsys, "db", "prune", tiny, "--keep", "3")
+    assert code == cli.OK and "kept 3 of 4 records" in out
+    code, out, _ = run(capsys, "db", "summary", tiny)
+    assert code == cli.OK and out.strip().splitlines()[1].split()[-4] == "3"
 
 
 def test_verify_exit_codes(tiny, capsys, monkeypatch):
@@ -78,6 +82,7 @@ def test_verify_exit_codes(tiny, capsys, monkeypatch):
         (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--rpc", "host:key"], "HOST:PORT:KEY"),
         (["tune", "lstm", "--trials", "1", "-d", "{tiny}/{records}"], "File exists"),
         (["db", "export", "{tiny}", "--csv", "/nonexistent/r.csv"], "No such file"),
+        (["db", "prune", "{tiny}", "--keep", "0"], "at least 1"),
     ],
 )
 def test_bad_input_exits_2(tiny, tmp_path, capsys, argv, message):

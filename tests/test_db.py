@@ -96,6 +96,18 @@ def test_repair_keeps_a_backup_and_tvm_loads_the_result(tiny):
     assert len(list(tiny.glob(RECORDS + ".bak-*"))) == 1
 
 
+def test_prune_keeps_the_best_lines_verbatim(tiny):
+    original = (tiny / RECORDS).read_text().splitlines()
+    means = raw_means_ms(tiny)
+    best_two = sorted(range(len(means)), key=means.__getitem__)[:2]
+    assert sdb.prune(tiny, 2) == (4, 2)
+    assert (tiny / RECORDS).read_text().splitlines() == [original[i] for i in sorted(best_two)]
+    assert (tiny / (RECORDS + ".bak-prune")).read_text().splitlines() == original
+    assert len(ms.database.JSONDatabase(work_dir=str(tiny), allow_missing=False)) == 2
+    with pytest.raises(ValueError, match="at least 1"):
+        sdb.prune(tiny, 0)
+
+
 def test_empty_and_wrong_paths(tmp_path):
     (tmp_path / RECORDS).write_text("")
     db = sdb.load(tmp_path)

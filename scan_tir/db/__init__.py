@@ -1,11 +1,12 @@
 """Tools for MetaSchedule tuning databases: read tolerantly, summarise, show, verify,
-export, plot, compare. Each concept is a module of its own; the CLI (``scan-tir db``)
+export, plot, compare, prune. Each concept is a module of its own; the CLI (``scan-tir db``)
 and the notebooks call these functions."""
 
 from .compare import compare
 from .export import to_csv, to_json
 from .plot import plot
 from .provenance import provenance
+from .prune import prune
 from .records import DatabaseError, Entry, Problem, TuningDB, load, repair
 from .show import render, show
 from .summary import summary, top
@@ -20,6 +21,7 @@ __all__ = [
     "load",
     "plot",
     "provenance",
+    "prune",
     "render",
     "repair",
     "show",
