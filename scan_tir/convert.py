@@ -121,7 +121,31 @@ def _complete_scan_blocks(func: tirx.PrimFunc) -> tirx.PrimFunc:
         )
 
     body = tvm_ffi.structural_map(root, (s_tir.SBlock, complete))
+    body = tvm_ffi.structural_map(body, (s_tir.SBlockRealize, _in_unit_loop))
     return func.with_body(s_tir.SBlockRealize([], True, body))
+
+
+def _in_unit_loop(realize: s_tir.SBlockRealize) -> tirx.Stmt:
+    """A scan block, put in a serial loop of one iteration; any other block as it is.
+
+    Not for the generated code (the loop is removed when lowering) but for TVM's schedule
+    state: ``ScheduleState::Replace`` (src/s_tir/schedule/state.cc) decides whether it may
+    mutate the tree in place by the reference counts of the loops and blocks on the path to
+    the root only. A block realized directly in the root's statement list is reached through
+    an SBlockRealize that an earlier copy of the root still shares, while the block itself
+    is referenced once: after one primitive on another root-level op, a primitive inside a
+    step changed the scan in the function being tuned, and in every schedule sharing it
+    (tuning candidates, the database's copy of the workload). A loop at the root is counted
+    where it is shared, as for every ordinary op at the root.
+    """
+    if SCAN not in realize.block.annotations:
+        return realize
+    loops: list[tirx.For] = []
+    tvm_ffi.structural_walk(realize.block.body, (tirx.For, loops.append))
+    dtype = loops[0].loop_var.ty.dtype  # the index type: the time loop's
+    unit = tirx.Var(f"{realize.block.name_hint}_once", dtype)
+    one = tirx.IntImm(dtype, 1)
+    return tirx.For(unit, tirx.IntImm(dtype, 0), one, tirx.ForKind.SERIAL, realize)
 
 
 def _whole(buffer: tirx.Var) -> tirx.BufferRegion:
