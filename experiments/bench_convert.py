@@ -44,10 +44,11 @@ from typing import Any
 
 import numpy as np
 import tvm
-from tvm import te, topi
+from tvm import te
 from tvm.topi.testing import lstm_python
 
 import scan_tir
+from scan_tir import workloads
 
 CONFIGS: dict[str, tuple[int, int, int, int]] = {
     "A": (80, 1, 512, 256),
@@ -162,13 +163,7 @@ def max_err(a: np.ndarray, b: np.ndarray) -> float:
 def lstm_te(shape: tuple[int, int, int, int]) -> list[te.Tensor]:
     """The TE graph of ``topi.nn.lstm`` with biases: inputs then outputs (hs, cs)."""
     seq, batch, inp, hid = shape
-    xs = te.placeholder((seq, batch, inp), name="Xs")
-    wi = te.placeholder((4 * hid, inp), name="Wi")
-    wh = te.placeholder((4 * hid, hid), name="Wh")
-    bi = te.placeholder((4 * hid,), name="Bi")
-    bh = te.placeholder((4 * hid,), name="Bh")
-    hs, cs = topi.nn.lstm(xs, wi, wh, Bi=bi, Bh=bh)
-    return [xs, wi, wh, bi, bh, hs, cs]
+    return workloads.get("lstm", seq=seq, batch=batch, input=inp, hidden=hid).tensors()
 
 
 def build_scan_tir(
