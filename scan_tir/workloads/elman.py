@@ -21,6 +21,7 @@ from .parts import (
     load_weights,
     module_call,
     recurrent_projection,
+    rnn_inputs,
 )
 
 ACTIVATIONS: dict[str, tuple[Callable, Callable]] = {
@@ -54,15 +55,7 @@ def _build(nonlinearity: str) -> Callable[..., list[te.Tensor]]:
 
 
 def inputs(rng: np.random.Generator, seq: int, batch: int, input: int, hidden: int) -> Arrays:
-    """PyTorch's initialisation, U(-1/sqrt(hidden), 1/sqrt(hidden)), and inputs in (-1, 1)."""
-    k = 1.0 / np.sqrt(hidden)
-    return [
-        rng.uniform(-1, 1, (seq, batch, input)),
-        rng.uniform(-k, k, (hidden, input)),
-        rng.uniform(-k, k, (hidden, hidden)),
-        rng.uniform(-k, k, (hidden,)),
-        rng.uniform(-k, k, (hidden,)),
-    ]
+    return rnn_inputs(rng, seq, batch, input, hidden, gates=1)
 
 
 def _numpy(nonlinearity: str) -> Callable[..., Arrays]:

@@ -22,6 +22,7 @@ from .parts import (
     load_weights,
     module_call,
     recurrent_projection,
+    rnn_inputs,
     sigmoid,
 )
 
@@ -61,15 +62,7 @@ def build(seq: int, batch: int, input: int, hidden: int) -> list[te.Tensor]:
 
 
 def inputs(rng: np.random.Generator, seq: int, batch: int, input: int, hidden: int) -> Arrays:
-    """PyTorch's initialisation, U(-1/sqrt(hidden), 1/sqrt(hidden)), and inputs in (-1, 1)."""
-    k = 1.0 / np.sqrt(hidden)
-    return [
-        rng.uniform(-1, 1, (seq, batch, input)),
-        rng.uniform(-k, k, (3 * hidden, input)),
-        rng.uniform(-k, k, (3 * hidden, hidden)),
-        rng.uniform(-k, k, (3 * hidden,)),
-        rng.uniform(-k, k, (3 * hidden,)),
-    ]
+    return rnn_inputs(rng, seq, batch, input, hidden, gates=3)
 
 
 def numpy(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:

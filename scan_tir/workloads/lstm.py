@@ -12,6 +12,7 @@ from tvm import te, topi
 from tvm.topi.testing import lstm_python
 
 from .base import Arrays, Recurrence
+from .parts import load_weights, module_call, rnn_inputs
 
 
 def build(seq: int, batch: int, input: int, hidden: int) -> list[te.Tensor]:
@@ -25,43 +26,26 @@ def build(seq: int, batch: int, input: int, hidden: int) -> list[te.Tensor]:
 
 
 def inputs(rng: np.random.Generator, seq: int, batch: int, input: int, hidden: int) -> Arrays:
-    """PyTorch's initialisation, U(-1/sqrt(hidden), 1/sqrt(hidden)), and inputs in (-1, 1)."""
-    k = 1.0 / np.sqrt(hidden)
-    return [
-        rng.uniform(-1, 1, (seq, batch, input)),
-        rng.uniform(-k, k, (4 * hidden, input)),
-        rng.uniform(-k, k, (4 * hidden, hidden)),
-        rng.uniform(-k, k, (4 * hidden,)),
-        rng.uniform(-k, k, (4 * hidden,)),
-    ]
+    return rnn_inputs(rng, seq, batch, input, hidden, gates=4)
 
 
 def numpy(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
     return list(lstm_python(xs, wi, wh, bi, bh))
 
 
-def _load(module, suffix: str, wi, wh, bi, bh) -> None:
-    """Copy our weights into a PyTorch LSTM module (same gate order, same shapes)."""
-    import torch as th
-
-    with th.no_grad():
-        for name, a in (("weight_ih", wi), ("weight_hh", wh), ("bias_ih", bi), ("bias_hh", bh)):
-            getattr(module, name + suffix).copy_(th.from_numpy(np.asarray(a, "float32")))
+def _weights(suffix: str, wi, wh, bi, bh) -> dict[str, np.ndarray]:
+    """Our weights by a PyTorch LSTM module's parameter names (same gate order and shapes)."""
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    return {name + suffix: a for name, a in zip(names, (wi, wh, bi, bh))}
 
 
 def torch_model(xs, wi, wh, bi, bh, **_sizes: int):
     """``nn.LSTM`` eager, weights loaded; the returned call computes hs."""
     import torch as th
 
-    m = th.nn.LSTM(xs.shape[2], wh.shape[1]).eval()
-    _load(m, "_l0", wi, wh, bi, bh)
-    x = th.from_numpy(np.asarray(xs, "float32"))
-
-    def call():
-        with th.no_grad():
-            return m(x)[0]
-
-    return call
+    m = th.nn.LSTM(xs.shape[2], wh.shape[1])
+    load_weights(m, _weights("_l0", wi, wh, bi, bh))
+    return module_call(m, xs)
 
 
 def torch(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
@@ -72,7 +56,7 @@ def torch(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
     hidden = wh.shape[1]
     hs = torch_model(xs, wi, wh, bi, bh)()
     cell = th.nn.LSTMCell(xs.shape[2], hidden).eval()
-    _load(cell, "", wi, wh, bi, bh)
+    load_weights(cell, _weights("", wi, wh, bi, bh))
     with th.no_grad():
         h = th.zeros(xs.shape[1], hidden)
         c = th.zeros(xs.shape[1], hidden)

@@ -42,6 +42,21 @@ def drop_init(states: te.Tensor, name: str) -> te.Tensor:
     )
 
 
+def rnn_inputs(
+    rng: np.random.Generator, seq: int, batch: int, input: int, hidden: int, gates: int
+) -> list[np.ndarray]:
+    """Xs in (-1, 1) and one layer's Wi, Wh, Bi, Bh with ``gates`` gates stacked, drawn as
+    PyTorch initialises its RNN modules, U(-1/sqrt(hidden), 1/sqrt(hidden))."""
+    k = 1.0 / np.sqrt(hidden)
+    return [
+        rng.uniform(-1, 1, (seq, batch, input)),
+        rng.uniform(-k, k, (gates * hidden, input)),
+        rng.uniform(-k, k, (gates * hidden, hidden)),
+        rng.uniform(-k, k, (gates * hidden,)),
+        rng.uniform(-k, k, (gates * hidden,)),
+    ]
+
+
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """The logistic function, for the numpy references."""
     return 1.0 / (1.0 + np.exp(-x))
