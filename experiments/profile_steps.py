@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import tvm
 import tvm_ffi
-from tune_lstm import CONFIGS, build, lstm_module, open_database, target
+from tune_lstm import build, config_module, config_shape, open_database, target
 from tvm.s_tir import meta_schedule as ms
 
 import scan_tir
@@ -71,8 +71,8 @@ def time_ms(func: tvm.tirx.PrimFunc, repeats: int) -> float:
 
 
 def profile(name: str, results: Path, repeats: int) -> str:
-    shape = CONFIGS[name]
-    mod = lstm_module(shape)
+    shape = config_shape(name)
+    mod = config_module(name)
     sch = ms.tir_integration.compile_tir(open_database(results / name), mod, target())
     # Time what the tuner timed: weights already packed (RewriteLayout's blocks removed).
     tuned = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
@@ -99,7 +99,7 @@ def main(argv: list[str]) -> int:
         "| parallel loops per step | vectorised loops per step |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for name in args.configs.split(","):
+    for name in args.configs.upper().split(","):
         print(profile(name, args.results, args.repeats), flush=True)
     return 0
 

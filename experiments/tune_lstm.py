@@ -59,6 +59,7 @@ from bench_convert import (
     torch_latency,
 )
 from tvm import relax, tirx
+from tvm.target.codegen import llvm_get_system_cpu
 from tvm.topi.testing import lstm_python
 
 import scan_tir
@@ -72,9 +73,12 @@ CONFIGS: dict[str, Shape] = {
     "C": (100, 1, 1024, 1024),
     "D": (50, 64, 512, 512),
 }
+#: A config name ending in this ("A-merged") lowers the LSTM with merge_updates=True.
+MERGED_SUFFIX = "-MERGED"
 # Relax unrolls the LSTM over time: minutes of compile and 7-18 s per call at C and D.
 RELAX_OPT_IN = {"C", "D"}
-TARGET_JSON = {"kind": "llvm", "num-cores": 2}
+# This machine's CPU (znver5 here): llvm's default "generic" CPU is SSE2 only (notes.md, section 3).
+TARGET_JSON = {"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": 2}
 PEAK_FLOPS = 324e9  # fp32 GEMM, MKL, 2 cores of this machine (FIELD_NOTES)
 L2_BYTES = 2 * 2 * 2**20  # 2 cores x 2 MiB
 DRAM_BYTES_PER_S = 27e9  # read bandwidth at 16 MiB working sets (FIELD_NOTES)
@@ -123,13 +127,24 @@ def target() -> tvm.target.Target:
 # ----------------------------------------------------------------------------- tuning
 
 
-def lstm_module(shape: Shape) -> tvm.IRModule:
+def lstm_module(shape: Shape, merge_updates: bool = False) -> tvm.IRModule:
     """The function that is tuned and measured untuned; Wi/Wh may be repacked by RewriteLayout.
 
     Built afresh from the TE graph each time: the database matches it structurally.
     """
-    func = scan_tir.create_prim_func(lstm_te(shape))
+    func = scan_tir.create_prim_func(lstm_te(shape), merge_updates=merge_updates)
     return tvm.IRModule({"main": scan_tir.layout_free(func, ["Wi", "Wh"])})
+
+
+def config_shape(name: str) -> Shape:
+    """The LSTM sizes of a config name: A-D, or A-D with MERGED_SUFFIX."""
+    return CONFIGS[name.removesuffix(MERGED_SUFFIX)]
+
+
+def config_module(name: str) -> tvm.IRModule:
+    """The function of a config: with ``-MERGED``, next_c and next_h in one loop nest
+    (``create_prim_func(..., merge_updates=True)``), so that the step can be tiled by them."""
+    return lstm_module(config_shape(name), name.endswith(MERGED_SUFFIX))
 
 
 def tune(label: str, mod: tvm.IRModule, work_dir: Path, args: argparse.Namespace) -> float:
@@ -354,7 +369,7 @@ def relax_skip_reason(config: str, args: argparse.Namespace, with_torch: bool) -
         return "--no-relax"
     if not with_torch:
         return "no torch"
-    if config in RELAX_OPT_IN and not args.relax_large:
+    if config.removesuffix(MERGED_SUFFIX) in RELAX_OPT_IN and not args.relax_large:
         return "C/D need --relax-large"
     return ""
 
@@ -391,10 +406,10 @@ def hardware_bound_ms(shape: Shape) -> tuple[float, float]:
 
 def run_config(name: str, args: argparse.Namespace, with_torch: bool) -> Result:
     """Tune (unless --replay), then measure everything for one config."""
-    shape = CONFIGS[name]
+    shape = config_shape(name)
     work_dir = Path(args.work_dir) / name
     res = Result(name, shape, str(work_dir))
-    mod = lstm_module(shape)
+    mod = config_module(name)
     if args.replay:
         log(f"{name}: replay from {work_dir} (no tuning)")
     else:
@@ -549,7 +564,11 @@ def write_json(path: str, results: list[Result], cmd: str, args: argparse.Namesp
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Command line."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--configs", default="A,B,C,D", help="comma-separated subset of A,B,C,D")
+    p.add_argument(
+        "--configs",
+        default="A,B,C,D",
+        help="comma-separated subset of A,B,C,D; A-merged etc.: merge_updates=True",
+    )
     p.add_argument("--trials", type=int, default=64, help="tuning trials to add per config")
     p.add_argument(
         "--work-dir",
@@ -581,9 +600,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", help="write the raw numbers here")
     args = p.parse_args(argv)
     args.config_list = [c.strip().upper() for c in args.configs.split(",") if c.strip()]
-    bad = [c for c in args.config_list if c not in CONFIGS]
+    bad = [c for c in args.config_list if c.removesuffix(MERGED_SUFFIX) not in CONFIGS]
     if bad:
-        p.error(f"unknown config(s) {bad}; choose from {sorted(CONFIGS)}")
+        p.error(f"unknown config(s) {bad}; choose from {sorted(CONFIGS)} (+ {MERGED_SUFFIX})")
     if min(args.trials, args.latency_repeats, args.slow_repeats) < 1:
         p.error("--trials and repeat counts must be >= 1")
     return args
@@ -640,7 +659,7 @@ def main(argv: list[str]) -> int:
         log("torch is not importable: skipping the PyTorch columns and the Relax path")
     results = []
     for name in args.config_list:
-        log(f"{name}: config {CONFIGS[name]} (seq, batch, in, hidden)")
+        log(f"{name}: config {config_shape(name)} (seq, batch, in, hidden)")
         results.append(run_config(name, args, with_torch))
     status = report(results, args)
     log("done" if status == 0 else "done, with FAILED numerics")

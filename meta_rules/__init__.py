@@ -7,8 +7,10 @@ structure (the root's parallel/vector/unroll rule also offers a serial root, thr
 :class:`Alternatives`); plus the rules for what stock MetaSchedule cannot do inside a step:
 :class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
 stock rule makes only at the root) and :class:`CacheStepWeights` (recurrent weights packed
-once per call, not per step). The gate math is fused into the recurrent product by a
-postproc (postprocs.FuseStepEpilogue).
+once per call, not per step) and :class:`TileStepOutputs` (a step tiled by its outputs,
+the rest of the step computed per tile). The gate math is also fused into the recurrent
+product's tiles by a postproc (postprocs.FuseStepEpilogue), where TVM's region solver
+allows.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from scan_tir.structure import Role
 from .alternatives import Alternatives
 from .scoped import Scoped
 from .step_inputs import KeepStepInputs
+from .step_outputs import TileStepOutputs
 from .step_parallel import ParallelizeVectorizeUnrollStep
 from .step_weights import CacheStepWeights
 
@@ -64,7 +67,11 @@ def scan_rules(target: Target) -> list[ScheduleRule]:
         )
     # The step's decisions come first: a Python rule that annotates a block after
     # MultiLevelTiling has forked the schedule corrupts the heap in TVM 0.27 (notes.md).
-    rules: list[ScheduleRule] = [ParallelizeVectorizeUnrollStep(), CacheStepWeights()]
+    rules: list[ScheduleRule] = [
+        ParallelizeVectorizeUnrollStep(),
+        CacheStepWeights(),
+        TileStepOutputs(),
+    ]
     for rule in ScheduleRule.create("llvm"):
         roles = {Role.OUTSIDE}
         if isinstance(rule, _ALSO_IN_STEPS):
@@ -84,5 +91,6 @@ __all__ = [
     "KeepStepInputs",
     "ParallelizeVectorizeUnrollStep",
     "Scoped",
+    "TileStepOutputs",
     "scan_rules",
 ]

@@ -25,7 +25,9 @@ from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
 
 
 def create_prim_func(
-    ops: Sequence[te.Tensor | tirx.Var], index_dtype_override: str | None = None
+    ops: Sequence[te.Tensor | tirx.Var],
+    index_dtype_override: str | None = None,
+    merge_updates: bool = False,
 ) -> tirx.PrimFunc:
     """Lower a TE graph that may contain ``te.scan`` to an S-TIR PrimFunc.
 
@@ -35,6 +37,12 @@ def create_prim_func(
     with an ordered (``T.axis.scan``) iterator (:data:`scan_tir.structure.SCAN_STEP`)
     holding the step's ordinary spatial and reduce blocks. Raises
     :class:`scan_tir.ScanLoweringError` for graphs it cannot lower.
+
+    ``merge_updates``: write a scan's elementwise state updates that can share one loop
+    nest (topi's LSTM: ``next_c`` and ``next_h``) as one multi-output compute, so that a
+    step can be tiled by its outputs (scan_tir/update_merge.py, meta_rules.TileStepOutputs).
+    Off by default: it changes the function, and tuning databases match functions
+    structurally.
     """
     ops = list(ops) if isinstance(ops, (list, tuple, tvm_ffi.Array)) else [ops]
     for i, x in enumerate(ops):
@@ -47,13 +55,13 @@ def create_prim_func(
     graph = analyse(tensors)
     if not graph.has_scan:
         return te.create_prim_func(ops, index_dtype_override)
-    mapping = _rewrite(graph)
+    mapping = _rewrite(graph, merge_updates)
     new_ops = [mapping.get(tensor_key(x), x) if isinstance(x, te.Tensor) else x for x in ops]
     func = te.create_prim_func(new_ops, index_dtype_override)
     return _unique_block_names(_complete_scan_blocks(func))
 
 
-def _rewrite(graph: Graph) -> dict[tuple, te.Tensor]:
+def _rewrite(graph: Graph, merge_updates: bool) -> dict[tuple, te.Tensor]:
     """Map every tensor of the outer graph to its counterpart in the scan-free graph."""
     mapping: dict[tuple, te.Tensor] = {}
 
@@ -62,7 +70,7 @@ def _rewrite(graph: Graph) -> dict[tuple, te.Tensor]:
 
     for op in graph.order:
         if isinstance(op, te.ScanOp):
-            outputs = lower_scan(graph.scans[op], outer)
+            outputs = lower_scan(graph.scans[op], outer, merge_updates)
             for i, out in enumerate(outputs):
                 mapping[tensor_key(op.output(i))] = out
             continue

@@ -39,6 +39,7 @@ from .errors import ScanLoweringError
 from .graph import ScanBody
 from .structure import ORDERED, SCAN, SCAN_INIT, SCAN_STEP
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, mentions, tensor_key
+from .update_merge import merge_updates
 
 
 def _buffer_for(tensor: te.Tensor, name: str | None = None) -> Var:
@@ -48,13 +49,14 @@ def _buffer_for(tensor: te.Tensor, name: str | None = None) -> Var:
     )
 
 
-def _view_buffer(like: Var) -> Var:
+def _view_buffer(like: Var, name: str | None = None) -> Var:
     """A buffer shaped like ``like`` that a ``match_buffer`` can bind to any slice."""
+    name = name or str(like.name)
     return tirx.decl_buffer(
         like.shape,
         like.dtype,
-        like.name,
-        elem_offset=tirx.Var(f"{like.name}_elem_offset", "int32"),
+        name,
+        elem_offset=tirx.Var(f"{name}_elem_offset", "int32"),
         scope="global",
         offset_factor=1,
         layout=None,
@@ -77,6 +79,29 @@ def _substitute_buffers(stmt: tirx.Stmt, mapping: list[tuple[Var, Var]]) -> tirx
     return tvm_ffi.structural_map(stmt, (Var, on_var))
 
 
+def _rename_blocks(stmt: tirx.Stmt, renames: dict[str, str]) -> tirx.Stmt:
+    """``stmt`` with the blocks named in ``renames`` renamed."""
+    if not renames:
+        return stmt
+
+    def rename(block: s_tir.SBlock) -> s_tir.SBlock:
+        if block.name_hint not in renames:
+            return block
+        return s_tir.SBlock(
+            block.iter_vars,
+            block.reads,
+            block.writes,
+            renames[block.name_hint],
+            block.body,
+            block.init,
+            block.alloc_buffers,
+            block.match_buffers,
+            block.annotations,
+        )
+
+    return tvm_ffi.structural_map(stmt, (s_tir.SBlock, rename), order="pre")
+
+
 def _root_block(func: tirx.PrimFunc) -> s_tir.SBlock:
     return func.body.block
 
@@ -92,8 +117,11 @@ def state_buffer_names(scan: te.ScanOp) -> list[str]:
 class _StepBuilder:
     """Builds one scan's nest; holds the per-scan tables that the read mapping fills."""
 
-    def __init__(self, body: ScanBody, outer: Callable[[te.Tensor], te.Tensor]):
+    def __init__(
+        self, body: ScanBody, outer: Callable[[te.Tensor], te.Tensor], merge: bool = False
+    ):
         self.body = body
+        self.merge = merge
         self.scan = body.op
         self.outer = outer
         self.analyzer = Analyzer()
@@ -226,6 +254,9 @@ class _StepBuilder:
                 f"scan '{self.scan.name}': the same tensor is the update of two states; give "
                 "each state its own update compute."
             )
+        renames: dict[str, str] = {}
+        if self.merge:
+            updates, renames = merge_updates(updates)
         stand_ins = [v for v, _, _ in self.views] + list(self.wholes.values())
         func = te.create_prim_func(stand_ins + updates)
         params = list(func.params)
@@ -238,12 +269,12 @@ class _StepBuilder:
         for param, key in zip(params[len(self.views) :], self.wholes):
             mapping.append((param, self.input_buffers[key]))
         for param, j in zip(params[len(stand_ins) :], range(len(updates))):
-            view = _view_buffer(param)
+            view = _view_buffer(param, renames.get(str(param.name)))
             mapping.append((param, view))
             matches.append(s_tir.MatchBufferRegion(view, _slice(self.state_buffers[j], self.now)))
         root = _root_block(func)
         iter_var = tirx.IterVar(Range.from_min_extent(0, self.extent), self.step_var, ORDERED)
-        body = _substitute_buffers(root.body, mapping)
+        body = _rename_blocks(_substitute_buffers(root.body, mapping), renames)
         alloc = list(root.alloc_buffers)
         name = f"{self.scan.name}_step"
         unfilled = s_tir.SBlock([iter_var], [], [], name, body, None, alloc, matches)
@@ -305,9 +336,12 @@ def _provably_below(analyzer: Analyzer, index: tirx.Expr, rows: tirx.Expr) -> bo
     return analyzer.can_prove(index >= 0) and analyzer.can_prove(index < rows)
 
 
-def lower_scan(body: ScanBody, outer: Callable[[te.Tensor], te.Tensor]) -> list[te.Tensor]:
+def lower_scan(
+    body: ScanBody, outer: Callable[[te.Tensor], te.Tensor], merge_updates: bool = False
+) -> list[te.Tensor]:
     """The scan's outputs, now produced by a ``te.extern`` that holds its S-TIR nest.
 
-    ``outer`` maps a tensor of the original graph to its rewritten version.
+    ``outer`` maps a tensor of the original graph to its rewritten version;
+    ``merge_updates``: see update_merge.py.
     """
-    return _StepBuilder(body, outer).build()
+    return _StepBuilder(body, outer, merge_updates).build()

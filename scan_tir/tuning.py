@@ -26,9 +26,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.target import Target
+from tvm.target.codegen import llvm_get_system_cpu
 
 from .db.records import RECORDS_FILE, load, repair
 from .space import scan_space
@@ -45,13 +47,16 @@ def log(msg: str) -> None:
 
 
 def default_target() -> Target:
-    """llvm with as many cores as TVM will use (TVM_NUM_THREADS, else all).
+    """llvm for this machine's CPU, with as many cores as TVM will use (TVM_NUM_THREADS, else
+    all).
 
-    The target is stored in every record, and a database answers only queries for the
-    target it was tuned with, so tools that rebuild a schedule use this same default.
+    The CPU matters: without ``mcpu`` TVM's llvm target compiles for LLVM's "generic" x86-64,
+    i.e. SSE2 (4-wide vectors, no FMA); on this project's Zen 5 machines the same schedule
+    runs about 20% faster for ``znver5`` (notes.md section 3). The target is stored in every
+    record, so tools that rebuild a schedule use this same default.
     """
     cores = int(os.environ.get("TVM_NUM_THREADS") or os.cpu_count() or 1)
-    return Target({"kind": "llvm", "num-cores": cores})
+    return Target({"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": cores})
 
 
 def records_file(work_dir: Path) -> Path:
@@ -151,6 +156,45 @@ def build_candidate(mod: tvm.IRModule, target: Target, _params: object) -> tvm.r
     return tvm_build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
 
 
+#: Half-width of the uniform distribution the local runner fills inputs from.
+INPUT_SCALE = 0.1
+
+
+def alloc_small_inputs(device: tvm.runtime.Device, args_info: list, alloc_repeat: int) -> list:
+    """The local runner's inputs: uniform in [-INPUT_SCALE, INPUT_SCALE] (zeros for ints).
+
+    MetaSchedule fills them uniformly in [1, 10] (``random_fill_for_measure``,
+    src/runtime/extra/contrib/random/mt_random_engine.cc). A recurrence then runs with
+    every gate saturated (an LSTM gate sums hundreds of products of such numbers), and
+    transcendental functions take other paths than on real data: at A, the candidate the
+    runner ranked first was 45% slower on small inputs than the one it ranked eighth (notes.md,
+    section 3). Small inputs keep the gates in their working range. Runs in the runner's
+    worker process (LocalRunner's ``f_alloc_argument``).
+    """
+    rng = np.random.default_rng(0)
+    repeated = []
+    for _ in range(alloc_repeat):
+        args = []
+        for kind, dtype, shape in args_info:
+            if kind != "TENSOR":
+                raise NotImplementedError(f"runner argument of kind {kind}")
+            if "float" in dtype:
+                data = rng.uniform(-INPUT_SCALE, INPUT_SCALE, shape).astype(dtype)
+            else:
+                data = np.zeros(shape, dtype)
+            args.append(tvm.runtime.tensor(data, device=device))
+        repeated.append(args)
+    return repeated
+
+
+def local_runner() -> ms.runner.LocalRunner:
+    """MetaSchedule's LocalRunner on small inputs, timed as the mean of 5 repeats of at
+    least 20 ms each (its default is one repeat, whose noise here reorders candidates that
+    differ by 30%: notes.md, section 3)."""
+    config = ms.runner.EvaluatorConfig(number=1, repeat=5, min_repeat_ms=20)
+    return ms.runner.LocalRunner(evaluator_config=config, f_alloc_argument=alloc_small_inputs)
+
+
 def rpc_runner(spec: str, session_timeout_s: int = 60) -> ms.runner.RPCRunner:
     """An RPCRunner through the tracker ``HOST:PORT:KEY`` (the servers registered with KEY).
 
@@ -210,7 +254,7 @@ def tune_module(
             num_trials_per_iter=min(trials, trials_per_iter),
             space=scan_space(target),
             builder=ms.builder.LocalBuilder(timeout_sec=build_timeout_s, f_build=build_candidate),
-            runner=runner if runner is not None else "local",
+            runner=runner if runner is not None else local_runner(),
             strategy=ms.search_strategy.EvolutionarySearch(
                 population_size=population, init_min_unmeasured=min(50, population)
             ),

@@ -27,7 +27,8 @@ from scan_tir.workloads import Workload
 
 FIXTURE = Path(__file__).parent / "data" / "lstm_tiny"
 RECORDS = "database_tuning_record.json"
-B = Path(__file__).parents[1] / "experiments" / "results" / "B"
+#: Config A lowered with merge_updates (untagged): a workload no zoo entry lowers to.
+MERGED_A = Path(__file__).parents[1] / "experiments" / "results" / "old-runner" / "A-MERGED"
 
 
 @pytest.fixture
@@ -226,12 +227,11 @@ def test_compare(tiny, tmp_path):
     (row,) = sdb.compare(sdb.load(half), sdb.load(tiny))
     assert (row.a.records, row.b.records) == (2, 4)
     assert row.ratio == pytest.approx(min(raw_means_ms(half)) / min(raw_means_ms(tiny)))
-    # A database of another workload: config B, untagged and made before the encoding
-    # changed (notes.md, section 3), so no workload of today's zoo.
+    # A database of another workload, which no workload of the zoo lowers to.
     other = tmp_path / "b"
     other.mkdir()
-    shutil.copy(B / "database_workload.json", other)
-    (other / RECORDS).write_text((B / RECORDS).open().readline())
+    shutil.copy(MERGED_A / "database_workload.json", other)
+    (other / RECORDS).write_text((MERGED_A / RECORDS).open().readline())
     rows = sdb.compare(sdb.load(tiny), sdb.load(other))
     assert [(r.a.records, r.b.records) for r in rows] == [(4, 0), (0, 1)]
     assert rows[1].name == "workload #0 (not from the zoo)"

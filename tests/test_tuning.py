@@ -3,6 +3,7 @@ no record already written and resumes to finish."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -11,17 +12,29 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import tvm
 from test_db import FIXTURE, RECORDS
+from tvm.target.codegen import llvm_get_system_cpu
 
 from scan_tir import cli
 from scan_tir import db as sdb
-from scan_tir.tuning import default_target, tune
+from scan_tir.tuning import INPUT_SCALE, alloc_small_inputs, default_target, tune
 from scan_tir.workloads import get
 
 SCRIPT = Path(sys.executable).parent / "scan-tir"
 SIZES = {"seq": 8, "batch": 1, "input": 4, "hidden": 8}
 TUNE = ["tune", "lstm", "--sizes", ",".join(f"{k}={v}" for k, v in SIZES.items()),
         "--population", "16"]
+
+
+def test_default_target_is_this_cpu(monkeypatch):
+    """Without mcpu, llvm compiles for a "generic" x86-64 (SSE2, no FMA): tuning and every
+    rebuild must name this machine's CPU, and use TVM_NUM_THREADS cores."""
+    monkeypatch.setenv("TVM_NUM_THREADS", "3")
+    target = default_target()
+    assert str(target.attrs["mcpu"]) == llvm_get_system_cpu()
+    assert int(target.attrs["num-cores"]) == 3
 
 
 def test_budget_counts_existing_records(tmp_path):
@@ -71,3 +84,13 @@ def test_killed_run_loses_nothing_and_resumes(tmp_path):
     assert not db.problems and len(db.entries) == 3
     verdicts = sdb.verify(db, default_target())
     assert verdicts and all(v.ok for v in verdicts), verdicts
+    # Timed by local_runner: five repeats per candidate, not MetaSchedule's one.
+    assert all(len(json.loads(line)[1][1]) == 5 for line in after)
+
+
+def test_runner_inputs_are_small():
+    """MetaSchedule's [1, 10] inputs saturate a recurrence's gates; local_runner's do not."""
+    info = [["TENSOR", "float32", [64, 32]], ["TENSOR", "int32", [3]]]
+    (floats, ints), (again, _) = alloc_small_inputs(tvm.cpu(), info, 2)
+    assert np.abs(floats.numpy()).max() <= INPUT_SCALE and floats.numpy().std() > INPUT_SCALE / 4
+    assert not ints.numpy().any() and again.shape == (64, 32)

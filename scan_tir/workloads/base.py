@@ -82,10 +82,11 @@ class Workload:
         """The TE graph: inputs, then outputs."""
         return self.recurrence.build(**self.sizes)
 
-    def prim_func(self, tag: bool = True) -> tirx.PrimFunc:
+    def prim_func(self, tag: bool = True, merge_updates: bool = False) -> tirx.PrimFunc:
         """The lowered function, weights marked layout-free; tagged with the workload unless
-        ``tag`` is False (the tag is part of the function, so of the database's key)."""
-        func = create_prim_func(self.tensors())
+        ``tag`` is False (the tag is part of the function, so of the database's key).
+        ``merge_updates``: see :func:`scan_tir.create_prim_func`."""
+        func = create_prim_func(self.tensors(), merge_updates=merge_updates)
         weights = self.recurrence.layout_free
         if callable(weights):
             weights = weights(**self.sizes)

@@ -1,0 +1,59 @@
+"""Does the tuner's ranking hold? The top records of a database, timed again two ways.
+
+MetaSchedule ranks candidates by the runner's ``run_secs``. This script takes a config's
+``k`` best records by that ranking, builds each as the tuner timed it (weights prepacked)
+and times it, in one process with 10 repeats, on inputs drawn as MetaSchedule's runner
+draws them (uniform in [1, 10]) and as ``scan_tir.tuning.local_runner`` draws them (uniform
+in [-0.1, 0.1], where an LSTM's gates are not saturated). If the order of the last column
+differs from the first, the database's "best" is not the best.
+
+Run: ``TVM_NUM_THREADS=2 python experiments/runner_ranking.py --config A-merged -k 10``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tune_lstm import config_module, open_database, target
+
+from scan_tir.tuning import INPUT_SCALE
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="A")
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--results", default="experiments/results", type=Path)
+    args = parser.parse_args(argv)
+    name = args.config.upper()
+    mod = config_module(name)
+    db = open_database(args.results / name)
+    records = db.get_top_k(db.commit_workload(mod), args.k)
+    remove = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)
+    rng = np.random.default_rng(0)
+    print(f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`\n")
+    print("| runner rank | runner ms | ms on [1, 10] inputs | ms on small inputs |")
+    print("|---|---|---|---|")
+    for rank, record in enumerate(records, 1):
+        sch = tvm.s_tir.Schedule(mod)
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        func = remove(sch.mod)["main"].with_attr("global_symbol", "main")
+        lib = tvm.compile(tvm.IRModule({"main": func}), target=target()).jit()
+        shapes = [tuple(int(d) for d in p.ty.shape) for p in func.params]
+        timer = lib.time_evaluator("main", tvm.cpu(), number=5, repeat=10)
+        times = []
+        for low, high in ((1.0, 10.0), (-INPUT_SCALE, INPUT_SCALE)):
+            args = [tvm.runtime.tensor(rng.uniform(low, high, s).astype("float32")) for s in shapes]
+            times.append(float(np.median(timer(*args).results)) * 1e3)
+        runner = float(np.mean([float(x) for x in record.run_secs])) * 1e3
+        big, small = times
+        print(f"| {rank} | {runner:.3f} | {big:.3f} | {small:.3f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
