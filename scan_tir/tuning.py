@@ -166,9 +166,10 @@ def alloc_small_inputs(device: tvm.runtime.Device, args_info: list, alloc_repeat
     MetaSchedule fills them uniformly in [1, 10] (``random_fill_for_measure``,
     src/runtime/extra/contrib/random/mt_random_engine.cc). A recurrence then runs with
     every gate saturated (an LSTM gate sums hundreds of products of such numbers), and
-    transcendental functions take other paths than on real data: at A, the candidate the
-    runner ranked first was 45% slower on small inputs than the one it ranked eighth (notes.md,
-    section 3). Small inputs keep the gates in their working range. Runs in the runner's
+    transcendental functions take other paths than on real data. With one repeat,
+    besides, the runner's order of A-merged's ten best was not the order they run in: its
+    first was 19% slower on small inputs than its second (notes.md, section 3). Small
+    inputs keep the gates in their working range. Runs in the runner's
     worker process (LocalRunner's ``f_alloc_argument``).
     """
     rng = np.random.default_rng(0)
@@ -189,8 +190,7 @@ def alloc_small_inputs(device: tvm.runtime.Device, args_info: list, alloc_repeat
 
 def local_runner() -> ms.runner.LocalRunner:
     """MetaSchedule's LocalRunner on small inputs, timed as the mean of 5 repeats of at
-    least 20 ms each (its default is one repeat, whose noise here reorders candidates that
-    differ by 30%: notes.md, section 3)."""
+    least 20 ms each (its default is one repeat of at least 100 ms)."""
     config = ms.runner.EvaluatorConfig(number=1, repeat=5, min_repeat_ms=20)
     return ms.runner.LocalRunner(evaluator_config=config, f_alloc_argument=alloc_small_inputs)
 
