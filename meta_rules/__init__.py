@@ -7,8 +7,8 @@ structure (the root's parallel/vector/unroll rule also offers a serial root, thr
 :class:`Alternatives`); plus the rules for what stock MetaSchedule cannot do inside a step:
 :class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
 stock rule makes only at the root) and :class:`CacheStepWeights` (recurrent weights packed
-once per call, not per step) and :class:`TileStepOutputs` (a step tiled by its outputs,
-the rest of the step computed per tile). The gate math is also fused into the recurrent
+once per call, not per step); on request :class:`TileStepOutputs` (a step tiled by its
+outputs, the rest of the step computed per tile). The gate math is also fused into the recurrent
 product's tiles by a postproc (postprocs.FuseStepEpilogue), where TVM's region solver
 allows.
 """
@@ -59,19 +59,21 @@ def _serial_root() -> ScheduleRule:
     )
 
 
-def scan_rules(target: Target) -> list[ScheduleRule]:
-    """The schedule rules for tuning functions with scans on ``target`` (llvm)."""
+def scan_rules(target: Target, tile_step_outputs: bool = False) -> list[ScheduleRule]:
+    """The schedule rules for tuning functions with scans on ``target`` (llvm).
+
+    ``tile_step_outputs`` adds :class:`TileStepOutputs` (experimental: MultiLevelTiling
+    leaves the product it moved untiled, so its candidates are slow; notes.md, section 3).
+    """
     if target.kind.name != "llvm":
         raise ValueError(
             f"scan-tir's schedule rules are for CPU targets (llvm), not '{target.kind.name}'."
         )
     # The step's decisions come first: a Python rule that annotates a block after
     # MultiLevelTiling has forked the schedule corrupts the heap in TVM 0.27 (notes.md).
-    rules: list[ScheduleRule] = [
-        ParallelizeVectorizeUnrollStep(),
-        CacheStepWeights(),
-        TileStepOutputs(),
-    ]
+    rules: list[ScheduleRule] = [ParallelizeVectorizeUnrollStep(), CacheStepWeights()]
+    if tile_step_outputs:
+        rules.append(TileStepOutputs())
     for rule in ScheduleRule.create("llvm"):
         roles = {Role.OUTSIDE}
         if isinstance(rule, _ALSO_IN_STEPS):

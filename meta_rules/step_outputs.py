@@ -23,6 +23,15 @@ separate computes (topi's LSTM: ``next_c``, ``next_h``) has two nests, and then 
 blocks the last one alone consumes move; ``scan_tir.create_prim_func(...,
 merge_updates=True)`` writes such updates in one nest.
 
+Experimental, off by default (``scan_space(target, tile_step_outputs=True)``): in the
+design spaces where this rule moved the recurrent product, MultiLevelTiling leaves the
+product untiled (tests/test_step_outputs.py checks it), so it runs as a plain, unvectorised
+reduction: at A, every such candidate ran 8 ms or more, 7x the best (notes.md, section 3).
+Suspected cause, not confirmed: MultiLevelTiling tiles only blocks whose iterators are each
+bound to one loop (``IsTrivialBinding`` in ``NeedsMultiLevelTiling``), and ``compute_at``
+binds the moved block to the tile loop plus its own. What would fix it: tile the moved
+product in this rule (hidden units innermost, as oneDNN packs W_hh).
+
 Touches: the loops of one step's last loop nest (split, reorder) and the placement of the
 step's other blocks (compute_at, inside the same step). Never the time loop or a block
 outside the step.
