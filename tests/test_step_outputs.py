@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from test_workloads import SMALL, TARGET, _assert_close, _outputs, _with_seq, builder  # noqa: F401
+from test_workloads import (  # noqa: F401 (builder: a fixture)
+    SMALL,
+    TARGET,
+    _assert_close,
+    _outputs,
+    _with_seq,
+    builder,
+    tune_and_replay,
+)
 from tvm import s_tir, tirx
 from tvm.s_tir import meta_schedule as ms
 from util import compile_func
@@ -16,7 +24,6 @@ import scan_tir
 from meta_rules import TileStepOutputs
 from scan_tir.invariants import expected_scans
 from scan_tir.structure import step_blocks
-from scan_tir.symbolic import replay
 from scan_tir.workloads import get
 
 
@@ -132,29 +139,9 @@ def test_tuned_merged_records_replay_correct(name, builder, tmp_path):  # noqa: 
     assert 1 in nests and max(nests) > 1, nests  # tiled by outputs, and as it was
     # Known limit (meta_rules/step_outputs.py): MultiLevelTiling leaves the moved product
     # untiled. When this fails, it tiles it, and the rule's candidates should be re-timed.
-    for space in spaces:
-        sch = s_tir.Schedule(space.mod["main"])
-        first = len(_loop_nests(_steps(space.mod["main"])[0].body))  # its product: "s_h2h"
+    for design in spaces:
+        sch = s_tir.Schedule(design.mod["main"])
+        first = len(_loop_nests(_steps(design.mod["main"])[0].body))  # its product: "s_h2h"
         tiled = "meta_schedule.tiling_structure" in sch.get(sch.get_sblock("s_h2h")).annotations
         assert tiled == (first > 1), (first, tiled)
-    trials = 4
-    db = ms.tune_tir(
-        mod,
-        TARGET,
-        str(tmp_path),
-        max_trials_global=trials,
-        num_trials_per_iter=trials,
-        space=scan_tir.scan_space(TARGET, tile_step_outputs=True),
-        strategy=ms.search_strategy.EvolutionarySearch(population_size=32, genetic_num_iters=1),
-        cost_model="random",
-        builder=builder,
-    )
-    records = db.get_all_tuning_records()
-    assert len(records) == trials
-    expected = expected_scans(mod)["main"]
-    inputs = workload.input_arrays(seed=7)
-    for record in records:
-        scheduled = replay(record, func)
-        assert scan_tir.scan_violations(scheduled, expected) == []
-        got, ref = _outputs(workload, compile_func(scheduled), inputs)
-        _assert_close(got, ref)
+    tune_and_replay(workload, func, space, builder, tmp_path)

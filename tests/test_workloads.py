@@ -144,15 +144,19 @@ def test_tuned_records_replay_correct(name, builder, tmp_path):
     cost model: the stock 2048 population and XGBoost took 36 s of search per workload);
     each record replayed at 1024 steps: scan invariants kept, outputs equal numpy's."""
     workload = get(name, **_with_seq(name, 1024, 2))
-    func = workload.prim_func()
-    trials = 4
+    tune_and_replay(workload, workload.prim_func(), scan_tir.scan_space(TARGET), builder, tmp_path)
+
+
+def tune_and_replay(workload, func, space, builder, work_dir, trials: int = 4) -> None:
+    """Tune ``func`` on ``space`` for a few trials, then replay every record at its length:
+    scan invariants kept, outputs equal to numpy's."""
     db = ms.tune_tir(
         tvm.IRModule({"main": func}),
         TARGET,
-        str(tmp_path),
+        str(work_dir),
         max_trials_global=trials,
         num_trials_per_iter=trials,
-        space=scan_tir.scan_space(TARGET),
+        space=space,
         strategy=ms.search_strategy.EvolutionarySearch(population_size=32, genetic_num_iters=1),
         cost_model="random",
         builder=builder,
