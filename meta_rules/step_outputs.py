@@ -13,9 +13,9 @@ gates at three offsets: notes.md, section 3). This rule works from the other end
 splits the spatial loops of the step's last loop nest (the blocks writing the new states)
 into sampled outer and inner tiles, and moves every other block of the step under the
 outer tiles with ``compute_at``, which asks only for the region each tile reads: rows of
-the product for all gates at once. MultiLevelTiling then tiles the product inside each
-output tile. Both the tiled step and the step as it was are returned: which is faster
-depends on the sizes, and tuning decides.
+the product for all gates at once. MultiLevelTiling was to tile the product inside each
+output tile (it does not yet: below). Both the tiled step and the step as it was are
+returned: which is faster depends on the sizes, and tuning decides.
 
 The last loop nest must hold all blocks that read the products (compute_at moves a block
 only when all its consumers are under the target loop). A scan with two states written by

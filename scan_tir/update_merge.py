@@ -12,7 +12,7 @@ the step can be tiled by its outputs and everything else computed per tile
 fork/join per step.
 
 Only a reader's own point of another update is inlined (``next_c`` into ``next_h``, which
-recomputes ``f * c + i * g``: a few flops, common subexpressions LLVM shares). Updates that
+recomputes ``f * c + i * g``: a few flops per element). Updates that
 reduce, that read another update at another point, or that reach one through other ops of
 the step (a stacked LSTM's second layer reads the first layer's ``h`` through its
 recurrent product) keep their own computes.
