@@ -45,6 +45,7 @@ import numpy as np
 import tvm
 import tvm.s_tir.meta_schedule as ms
 from bench_convert import (
+    TARGET_JSON,
     Weights,
     evaluator_latency_ms,
     loop_latency_ms,
@@ -59,7 +60,6 @@ from bench_convert import (
     torch_latency,
 )
 from tvm import relax, tirx
-from tvm.target.codegen import llvm_get_system_cpu
 from tvm.topi.testing import lstm_python
 
 import scan_tir
@@ -77,8 +77,6 @@ CONFIGS: dict[str, Shape] = {
 MERGED_SUFFIX = "-MERGED"
 # Relax unrolls the LSTM over time: minutes of compile and 7-18 s per call at C and D.
 RELAX_OPT_IN = {"C", "D"}
-# This machine's CPU (znver5 here): llvm's default "generic" CPU is SSE2 only (notes.md, section 3).
-TARGET_JSON = {"kind": "llvm", "mcpu": llvm_get_system_cpu(), "num-cores": 2}
 PEAK_FLOPS = 324e9  # fp32 GEMM, MKL, 2 cores of this machine (FIELD_NOTES)
 L2_BYTES = 2 * 2 * 2**20  # 2 cores x 2 MiB
 DRAM_BYTES_PER_S = 27e9  # read bandwidth at 16 MiB working sets (FIELD_NOTES)

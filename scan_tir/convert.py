@@ -19,7 +19,7 @@ from tvm.s_tir.analysis import get_sblock_read_write_region
 
 from .errors import ScanLoweringError
 from .graph import Graph, analyse
-from .scan_lowering import lower_scan
+from .scan_lowering import lower_scan, renamed
 from .structure import SCAN
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
 
@@ -183,16 +183,6 @@ def _unique_block_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
                 break
         taken.add(fresh)
         seen.add(fresh)
-        return s_tir.SBlock(
-            block.iter_vars,
-            block.reads,
-            block.writes,
-            fresh,
-            block.body,
-            block.init,
-            block.alloc_buffers,
-            block.match_buffers,
-            block.annotations,
-        )
+        return renamed(block, fresh)
 
     return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, rename), order="pre"))

@@ -79,25 +79,28 @@ def _substitute_buffers(stmt: tirx.Stmt, mapping: list[tuple[Var, Var]]) -> tirx
     return tvm_ffi.structural_map(stmt, (Var, on_var))
 
 
+def renamed(block: s_tir.SBlock, name: str) -> s_tir.SBlock:
+    """``block`` under another name."""
+    return s_tir.SBlock(
+        block.iter_vars,
+        block.reads,
+        block.writes,
+        name,
+        block.body,
+        block.init,
+        block.alloc_buffers,
+        block.match_buffers,
+        block.annotations,
+    )
+
+
 def _rename_blocks(stmt: tirx.Stmt, renames: dict[str, str]) -> tirx.Stmt:
     """``stmt`` with the blocks named in ``renames`` renamed."""
     if not renames:
         return stmt
 
     def rename(block: s_tir.SBlock) -> s_tir.SBlock:
-        if block.name_hint not in renames:
-            return block
-        return s_tir.SBlock(
-            block.iter_vars,
-            block.reads,
-            block.writes,
-            renames[block.name_hint],
-            block.body,
-            block.init,
-            block.alloc_buffers,
-            block.match_buffers,
-            block.annotations,
-        )
+        return renamed(block, renames[block.name_hint]) if block.name_hint in renames else block
 
     return tvm_ffi.structural_map(stmt, (s_tir.SBlock, rename), order="pre")
 
