@@ -75,7 +75,7 @@ def profile(name: str, results: Path, repeats: int) -> str:
     mod = config_module(name)
     sch = ms.tir_integration.compile_tir(open_database(results / name), mod, target())
     # Time what the tuner timed: weights already packed (RewriteLayout's blocks removed).
-    tuned = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
+    tuned = scan_tir.prepacked(sch.mod)["main"]
     full, one = time_ms(tuned, repeats), time_ms(cut_to_one_step(tuned), repeats)
     steps = int(scan_tir.find_scans(tuned)[0].loop.extent)
     per_step = (full - one) / (steps - 1)

@@ -20,6 +20,7 @@ import numpy as np
 import tvm
 from tune_lstm import config_module, open_database, target
 
+import scan_tir
 from scan_tir.tuning import INPUT_SCALE
 
 
@@ -33,7 +34,6 @@ def main(argv: list[str]) -> int:
     mod = config_module(name)
     db = open_database(args.results / name)
     records = db.get_top_k(db.commit_workload(mod), args.k)
-    remove = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)
     rng = np.random.default_rng(0)
     print(f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`\n")
     print("| runner rank | runner ms | ms on [1, 10] inputs | ms on small inputs |")
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
     for rank, record in enumerate(records, 1):
         sch = tvm.s_tir.Schedule(mod)
         record.trace.apply_to_schedule(sch, remove_postproc=False)
-        func = remove(sch.mod)["main"].with_attr("global_symbol", "main")
+        func = scan_tir.prepacked(sch.mod)["main"].with_attr("global_symbol", "main")
         lib = tvm.compile(tvm.IRModule({"main": func}), target=target()).jit()
         shapes = [tuple(int(d) for d in p.ty.shape) for p in func.params]
         timer = lib.time_evaluator("main", tvm.cpu(), number=5, repeat=10)

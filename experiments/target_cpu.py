@@ -22,6 +22,8 @@ import tvm
 from tune_lstm import config_module, config_shape, open_database, target
 from tvm.s_tir import meta_schedule as ms
 
+import scan_tir
+
 
 def time_ms(func: tvm.tirx.PrimFunc, cpu: str, repeats: int) -> float:
     """Median ms per call of ``func`` built for ``cpu``, on random inputs."""
@@ -50,7 +52,7 @@ def main(argv: list[str]) -> int:
     for name in args.configs.upper().split(","):
         mod = config_module(name)
         sch = ms.tir_integration.compile_tir(open_database(args.results / name), mod, target())
-        tuned = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
+        tuned = scan_tir.prepacked(sch.mod)["main"]
         times = [time_ms(tuned, cpu, args.repeats) for cpu in cpus]
         cells = " | ".join(f"{t:.3f}" for t in times)
         ratio = times[0] / times[-1]

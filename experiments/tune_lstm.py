@@ -15,11 +15,13 @@ Why two tuned numbers: ``layout_free`` lets MetaSchedule's RewriteLayout postpro
 into the layouts the tiled loops want. The schedule it returns does the repacking itself, in
 blocks annotated ``meta_schedule.layout_rewrite_preproc``, at the start of every call; what the
 tuner measured (its database's run_secs) is the function without those blocks, fed weights that
-are already packed (its builder applies ``RemoveWeightLayoutRewriteBlock``). A deployment packs
+are already packed (its builder, ``scan_tir.tuning.build_candidate``, applies
+``scan_tir.prepacked``: RemoveWeightLayoutRewriteBlock, then no per-call copy of a packed
+weight). A deployment packs
 the weights once, as Relax does: ``SplitLayoutRewritePreproc`` moves the preproc blocks into a
 function of their own (``*_weight_prepack``), which Relax runs once (or folds into constants).
 "Prepacked" here does the same: that split function packs the weights once, and the timed module
-is ``RemoveWeightLayoutRewriteBlock`` of the tuned one (what the tuner timed).
+is ``scan_tir.prepacked`` of the tuned one (what the tuner timed).
 
 Run with ``TVM_NUM_THREADS=2`` (set to 2 if unset). Reuses bench_convert's weights, numpy and
 PyTorch baselines, Relax path and latency helpers (same directory, so on ``sys.path`` when run as
@@ -59,6 +61,7 @@ from bench_convert import (
     torch_available,
     torch_latency,
 )
+from machine import DRAM_BYTES_PER_S, l2_bytes, l3_bytes, peak_flops
 from tvm import relax, tirx
 from tvm.topi.testing import lstm_python
 
@@ -73,13 +76,11 @@ CONFIGS: dict[str, Shape] = {
     "C": (100, 1, 1024, 1024),
     "D": (50, 64, 512, 512),
 }
-#: A config name ending in this ("A-merged") lowers the LSTM with merge_updates=True.
-MERGED_SUFFIX = "-MERGED"
+#: Suffixes of a config name, each a variant of its function (combinable: "A-MERGED-FAST"):
+#: -MERGED lowers with merge_updates=True, -FAST applies scan_tir.fast_math.
+VARIANTS = ("-MERGED", "-FAST")
 # Relax unrolls the LSTM over time: minutes of compile and 7-18 s per call at C and D.
 RELAX_OPT_IN = {"C", "D"}
-PEAK_FLOPS = 324e9  # fp32 GEMM, MKL, 2 cores of this machine (FIELD_NOTES)
-L2_BYTES = 2 * 2 * 2**20  # 2 cores x 2 MiB
-DRAM_BYTES_PER_S = 27e9  # read bandwidth at 16 MiB working sets (FIELD_NOTES)
 FAILED_RUN_S = 1e9  # MetaSchedule records failed builds/runs as run_secs = 1e10
 SLOW_CALL_S = 1.0  # a path slower than this per call gets --slow-repeats repeats
 DEFAULT_WORK_ROOT = Path("experiments") / "results"  # run from the repo root, as documented
@@ -125,24 +126,35 @@ def target() -> tvm.target.Target:
 # ----------------------------------------------------------------------------- tuning
 
 
-def lstm_module(shape: Shape, merge_updates: bool = False) -> tvm.IRModule:
+def lstm_module(shape: Shape, merge_updates: bool = False, fast_math: bool = False) -> tvm.IRModule:
     """The function that is tuned and measured untuned; Wi/Wh may be repacked by RewriteLayout.
 
     Built afresh from the TE graph each time: the database matches it structurally.
     """
     func = scan_tir.create_prim_func(lstm_te(shape), merge_updates=merge_updates)
+    if fast_math:
+        func = scan_tir.fast_math(func)
     return tvm.IRModule({"main": scan_tir.layout_free(func, ["Wi", "Wh"])})
 
 
+def config_base(name: str) -> str:
+    """A-D: the config name without its VARIANTS suffixes."""
+    while any(name.endswith(v) for v in VARIANTS):
+        name = next(name.removesuffix(v) for v in VARIANTS if name.endswith(v))
+    return name
+
+
 def config_shape(name: str) -> Shape:
-    """The LSTM sizes of a config name: A-D, or A-D with MERGED_SUFFIX."""
-    return CONFIGS[name.removesuffix(MERGED_SUFFIX)]
+    """The LSTM sizes of a config name: A-D, with or without VARIANTS suffixes."""
+    return CONFIGS[config_base(name)]
 
 
 def config_module(name: str) -> tvm.IRModule:
     """The function of a config: with ``-MERGED``, next_c and next_h in one loop nest
-    (``create_prim_func(..., merge_updates=True)``), so that the step can be tiled by them."""
-    return lstm_module(config_shape(name), name.endswith(MERGED_SUFFIX))
+    (``create_prim_func(..., merge_updates=True)``), so that the step can be tiled by them;
+    with ``-FAST``, vectorisable exp/sigmoid/tanh (``scan_tir.fast_math``)."""
+    suffixes = name.removeprefix(config_base(name))
+    return lstm_module(config_shape(name), "-MERGED" in suffixes, "-FAST" in suffixes)
 
 
 def tune(label: str, mod: tvm.IRModule, work_dir: Path, args: argparse.Namespace) -> float:
@@ -334,8 +346,7 @@ def measure_scan_tir(
         packed, res.prepack_once_ms = prepack(pre, tensors, args.latency_repeats)
         res.packed_shapes = {n: list(t.shape) for n, t in packed.items()}
         tensors.update(packed)
-        remove = tvm.s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=False)
-        compute = remove(tvm.IRModule({"main": tuned}))["main"]
+        compute = scan_tir.prepacked(tvm.IRModule({"main": tuned}))["main"]
     res.tuned_prepacked_ms = measure_module(
         "tuned, prepacked", compute, names, tensors, ref, res, args
     )
@@ -367,7 +378,7 @@ def relax_skip_reason(config: str, args: argparse.Namespace, with_torch: bool) -
         return "--no-relax"
     if not with_torch:
         return "no torch"
-    if config.removesuffix(MERGED_SUFFIX) in RELAX_OPT_IN and not args.relax_large:
+    if config_base(config) in RELAX_OPT_IN and not args.relax_large:
         return "C/D need --relax-large"
     return ""
 
@@ -390,16 +401,17 @@ def measure_baselines(w: Weights, res: Result, args: argparse.Namespace, with_to
 
 
 def hardware_bound_ms(shape: Shape) -> tuple[float, float]:
-    """(compute bound, memory bound) in ms; the memory bound is 0 when W_hh fits in L2.
+    """(compute bound, memory bound) in ms on this machine (experiments/machine.py).
 
-    Compute: every step multiplies [x_t, h_{t-1}] (in + H wide) by the 4H gate weights.
-    Memory: a W_hh that does not fit in the two cores' L2 must be streamed once per step.
+    Compute: every step multiplies [x_t, h_{t-1}] (in + H wide) by the 4H gate weights, at
+    the measured peak. Memory: a W_hh larger than the last-level cache is streamed from DRAM
+    once per step; one that fits in L2 or L3 counts 0 (L3 bandwidth is not measured).
     """
     seq, batch, inp, hid = shape
     flops = 2 * seq * batch * 4 * hid * (inp + hid)
     wh_bytes = 4 * hid * hid * 4
-    mem = seq * wh_bytes / DRAM_BYTES_PER_S if wh_bytes > L2_BYTES else 0.0
-    return flops / PEAK_FLOPS * 1e3, mem * 1e3
+    mem = seq * wh_bytes / DRAM_BYTES_PER_S if wh_bytes > max(l2_bytes(), l3_bytes()) else 0.0
+    return flops / peak_flops() * 1e3, mem * 1e3
 
 
 def run_config(name: str, args: argparse.Namespace, with_torch: bool) -> Result:
@@ -492,9 +504,11 @@ def footnotes(results: list[Result], args: argparse.Namespace) -> list[str]:
     """How each column was obtained, then per-config notes (prepack cost, errors, tuning)."""
     out = [
         f"[1] Hardware bound = max(FLOPs / peak, memory). FLOPs = 2*seq*batch*4H*(in + H), "
-        f"peak = {PEAK_FLOPS:.3g} FLOP/s (fp32 GEMM, MKL, 2 cores). Memory = seq * 4H*H*4 B / "
-        f"{DRAM_BYTES_PER_S:.3g} B/s, counted only when W_hh (4H*H*4 B) exceeds the "
-        f"{L2_BYTES // 2**20} MiB of L2 (2 x 2 MiB); '(mem)' marks rows where it dominates.",
+        f"peak = {peak_flops():.3g} FLOP/s (measured in this run: the best fp32 2048^3 "
+        f"matmul of PyTorch, else numpy, on 2 threads). Memory = seq * 4H*H*4 B / "
+        f"{DRAM_BYTES_PER_S:.3g} B/s (DRAM, FIELD_NOTES), counted only when W_hh (4H*H*4 B) "
+        f"exceeds the {l3_bytes() / 2**20:g} MiB L3 (L2: {l2_bytes() / 2**20:g} MiB in all); "
+        "a W_hh held in L2 or L3 counts 0. '(mem)' marks rows where memory dominates.",
         "[2] Max abs error over hs and cs of every scan-tir module (tuned both ways, untuned) "
         f"against tvm.topi.testing.lstm_python; the run fails above --tol {args.tol:g}.",
         "Latency: medians; TVM modules via time_evaluator, numpy and PyTorch via a "
@@ -502,7 +516,7 @@ def footnotes(results: list[Result], args: argparse.Namespace) -> list[str]:
         "in the tuning records (measured by MetaSchedule's runner on prepacked weights). "
         "'Prepacked': the weights are packed once by the function that Relax's "
         "SplitLayoutRewritePreproc splits off the tuned schedule, and the timed module is "
-        "RemoveWeightLayoutRewriteBlock(tuned) (what the tuner timed). 'Repack per call': the "
+        "scan_tir.prepacked(tuned) (what the tuner timed). 'Repack per call': the "
         "tuned module as compiled, packing Wi/Wh at the start of every call.",
         "",
     ]
@@ -541,8 +555,9 @@ def write_json(path: str, results: list[Result], cmd: str, args: argparse.Namesp
         "tvm_version": tvm.__version__,
         "target": TARGET_JSON,
         "bound_constants": {
-            "peak_flops": PEAK_FLOPS,
-            "l2_bytes": L2_BYTES,
+            "peak_flops": peak_flops(),
+            "l2_bytes": l2_bytes(),
+            "l3_bytes": l3_bytes(),
             "dram_bytes_per_s": DRAM_BYTES_PER_S,
         },
         "args": {k: v for k, v in vars(args).items() if k != "json"},
@@ -565,7 +580,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--configs",
         default="A,B,C,D",
-        help="comma-separated subset of A,B,C,D; A-merged etc.: merge_updates=True",
+        help="comma-separated subset of A,B,C,D, each with optional suffixes -merged "
+        "(merge_updates=True) and -fast (scan_tir.fast_math), e.g. A-fast",
     )
     p.add_argument("--trials", type=int, default=64, help="tuning trials to add per config")
     p.add_argument(
@@ -598,9 +614,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--json", metavar="PATH", help="write the raw numbers here")
     args = p.parse_args(argv)
     args.config_list = [c.strip().upper() for c in args.configs.split(",") if c.strip()]
-    bad = [c for c in args.config_list if c.removesuffix(MERGED_SUFFIX) not in CONFIGS]
+    bad = [c for c in args.config_list if config_base(c) not in CONFIGS]
     if bad:
-        p.error(f"unknown config(s) {bad}; choose from {sorted(CONFIGS)} (+ {MERGED_SUFFIX})")
+        p.error(f"unknown config(s) {bad}; choose from {sorted(CONFIGS)} (+ {VARIANTS})")
     if min(args.trials, args.latency_repeats, args.slow_repeats) < 1:
         p.error("--trials and repeat counts must be >= 1")
     return args

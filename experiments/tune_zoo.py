@@ -17,7 +17,9 @@ Per config (``scan_tir.workloads.CONFIGS``: E, A2, Abi, S, M) this script
 
 The bound is max(FLOPs / peak, bytes of the parameters / DRAM bandwidth): FLOPs from
 ``tvm.s_tir.analysis.estimate_tir_flops`` (exp, tanh and sigmoid count as one), peak is
-the fp32 GEMM rate of the two cores, so for the elementwise-heavy scans it is loose.
+the fp32 GEMM rate of the two cores measured by the run (experiments/machine.py), so for
+the elementwise-heavy scans it is loose. ``estimate_tir_flops`` counts the polynomials of
+``scan_tir.fast_math`` as the dozens of operations they are.
 
 Run from the repo root with ``TVM_NUM_THREADS=2``. Shares tune_lstm.py's tuning, prepacking and
 timing helpers (same directory).
@@ -45,10 +47,9 @@ from bench_convert import (
     thread_settings,
     torch_available,
 )
+from machine import DRAM_BYTES_PER_S, peak_flops
 from tune_lstm import (
     DEFAULT_WORK_ROOT,
-    DRAM_BYTES_PER_S,
-    PEAK_FLOPS,
     TARGET_JSON,
     build,
     database_stats,
@@ -65,6 +66,7 @@ from tune_lstm import (
 )
 from tvm import s_tir, tirx
 
+import scan_tir
 from scan_tir import workloads
 from scan_tir.workloads import Workload
 
@@ -156,8 +158,7 @@ def measure_scan_tir(
         packed, once = prepack(pre, tensors, repeats)
         res.notes.append(f"one-off prepack {fmt(median(once))} ms")
         tensors.update(packed)
-        remove = s_tir.transform.RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=False)
-        compute = remove(tvm.IRModule({"main": tuned}))["main"]
+        compute = scan_tir.prepacked(tvm.IRModule({"main": tuned}))["main"]
     res.tuned_prepacked_ms = measure_module(
         "tuned, prepacked", compute, names, tensors, ref, res, repeats
     )
@@ -239,7 +240,7 @@ def run_config(config: str, args: argparse.Namespace, with_torch: bool) -> Resul
 
 def bound_ms(r: Result) -> tuple[float, str]:
     """The hardware bound in ms and which resource sets it."""
-    compute = r.flops / PEAK_FLOPS * 1e3
+    compute = r.flops / peak_flops() * 1e3
     memory = r.param_bytes / DRAM_BYTES_PER_S * 1e3
     return (compute, "compute") if compute >= memory else (memory, "memory")
 

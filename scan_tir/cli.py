@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--population", type=int, default=512,
                    help="evolutionary search population (less for tiny budgets)")
     t.add_argument("--build-timeout", type=float, default=30.0)
+    t.add_argument("--fast-math", action="store_true",
+                   help="vectorisable exp/sigmoid/tanh (scan_tir.fast_math)")
     db = sub.add_parser("db", help="inspect a tuning database").add_subparsers(
         dest="action", required=True
     )
@@ -131,6 +133,7 @@ def _tune(args: argparse.Namespace) -> int:
         trials_per_iter=args.trials_per_iter,
         build_timeout_s=args.build_timeout,
         population=args.population,
+        fast_math=args.fast_math,
     )
     print(
         f"{workload.name}: {result.records_after} records in {result.work_dir} "

@@ -69,7 +69,10 @@ def _slice(buffer: Var, leading: tirx.Expr) -> tirx.BufferRegion:
     return tirx.BufferRegion(buffer, [Range.from_min_extent(leading, 1), *tail])
 
 
-def _substitute_buffers(stmt: tirx.Stmt, mapping: list[tuple[Var, Var]]) -> tirx.Stmt:
+def substitute_buffers(stmt: tirx.Stmt, mapping: list[tuple[Var, Var]]) -> tirx.Stmt:
+    """``stmt`` with each ``(old, new)`` buffer of ``mapping`` swapped: a buffer is a Var in
+    TVM 0.27, so one map over Vars reaches loads, stores, regions and match_buffers alike."""
+
     def on_var(var: Var) -> Var:
         for old, new in mapping:
             if var.same_as(old):
@@ -277,7 +280,7 @@ class _StepBuilder:
             matches.append(s_tir.MatchBufferRegion(view, _slice(self.state_buffers[j], self.now)))
         root = _root_block(func)
         iter_var = tirx.IterVar(Range.from_min_extent(0, self.extent), self.step_var, ORDERED)
-        body = _rename_blocks(_substitute_buffers(root.body, mapping), renames)
+        body = _rename_blocks(substitute_buffers(root.body, mapping), renames)
         alloc = list(root.alloc_buffers)
         name = f"{self.scan.name}_step"
         unfilled = s_tir.SBlock([iter_var], [], [], name, body, None, alloc, matches)
@@ -301,7 +304,7 @@ class _StepBuilder:
             func = te.create_prim_func([stand_in, copy])
             src_param, dst_param = func.params
             mapping = [(src_param, self.input_buffer(init)), (dst_param, state_buffer)]
-            copies.append(_substitute_buffers(_root_block(func).body, mapping))
+            copies.append(substitute_buffers(_root_block(func).body, mapping))
         return copies
 
     def build(self) -> list[te.Tensor]:

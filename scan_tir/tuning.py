@@ -33,6 +33,7 @@ from tvm.target import Target
 from tvm.target.codegen import llvm_get_system_cpu
 
 from .db.records import RECORDS_FILE, load, repair
+from .prepacked import prepacked
 from .space import scan_space
 from .workloads import Workload
 
@@ -141,7 +142,9 @@ def watch_records(
 def build_candidate(mod: tvm.IRModule, target: Target, _params: object) -> tvm.runtime.Module:
     """The builder's build function: MetaSchedule's ``default_build``
     (tvm/s_tir/meta_schedule/builder/local_builder.py) without its import of
-    ``tvm.s_tir.tensor_intrin``.
+    ``tvm.s_tir.tensor_intrin``, and of :func:`scan_tir.prepacked` of the candidate (where
+    MetaSchedule builds RemoveWeightLayoutRewriteBlock of it): the function a deployment runs,
+    without the per-call copies of packed weights.
 
     That import takes 15-20 s on this machine, in every fresh worker, and LocalBuilder starts
     fresh workers for every batch (and once more for its sanity check): a 2-trial run spent
@@ -151,9 +154,8 @@ def build_candidate(mod: tvm.IRModule, target: Target, _params: object) -> tvm.r
     tuning process, which has the intrinsics).
     """
     from tvm.driver import build as tvm_build
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    return tvm_build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
+    return tvm_build(prepacked(mod), target=target)
 
 
 #: Half-width of the uniform distribution the local runner fills inputs from.
@@ -285,13 +287,15 @@ def tune(
     trials_per_iter: int = 64,
     build_timeout_s: float = 30.0,
     population: int = 512,
+    fast_math: bool = False,
 ) -> TuneResult:
     """Tune ``workload`` until ``work_dir`` holds ``trials`` records of it.
 
     Records already there count toward the budget (a killed run resumes; a finished one
     is a no-op). ``rpc`` is ``HOST:PORT:KEY`` of an RPC tracker; without it candidates run
     locally. The database is repaired first, see the module docstring. ``population``:
-    see :func:`tune_module`.
+    see :func:`tune_module`. ``fast_math``: tune the workload with vectorisable
+    exp/sigmoid/tanh (:func:`scan_tir.fast_math`), a function of its own in the database.
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
@@ -299,7 +303,7 @@ def tune(
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     runner = rpc_runner(rpc) if rpc else None
-    mod = tvm.IRModule({"main": workload.prim_func()})
+    mod = tvm.IRModule({"main": workload.prim_func(fast_math=fast_math)})
     dropped = []
     if records_file(work_dir).exists():
         dropped = repair(work_dir)

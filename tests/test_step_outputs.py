@@ -3,7 +3,6 @@ and the rule ``meta_rules.TileStepOutputs``; numerics at 1024 steps on 2 threads
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import tvm
 import tvm_ffi
@@ -14,6 +13,7 @@ from test_workloads import (  # noqa: F401 (builder: a fixture)
     _outputs,
     _with_seq,
     builder,
+    check_long_sequence,
     tune_and_replay,
 )
 from tvm import s_tir, tirx
@@ -45,14 +45,7 @@ def _steps(func: tirx.PrimFunc) -> list[s_tir.SBlock]:
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_merged_updates_match_numpy_at_1024_steps(name):
     """Every recurrence of the zoo, lowered with merge_updates: same outputs as numpy."""
-    workload = get(name, **_with_seq(name, 1024, 2))
-    func = workload.prim_func(merge_updates=True)
-    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
-    assert scan_tir.scan_violations(func, expected) == []
-    inputs = workload.input_arrays(seed=5)
-    got, ref = _outputs(workload, compile_func(func), inputs)
-    assert np.abs(ref[0][-1]).max() > 1e-2, "the reference died out; the test would be weak"
-    _assert_close(got, ref)
+    check_long_sequence(name, seed=5, merge_updates=True)
 
 
 def test_lstm_updates_share_one_nest_and_keep_their_names():

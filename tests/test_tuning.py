@@ -94,3 +94,18 @@ def test_runner_inputs_are_small():
     (floats, ints), (again, _) = alloc_small_inputs(tvm.cpu(), info, 2)
     assert np.abs(floats.numpy()).max() <= INPUT_SCALE and floats.numpy().std() > INPUT_SCALE / 4
     assert not ints.numpy().any() and again.shape == (64, 32)
+
+
+def test_fast_math_tunes_the_rewritten_function(tmp_path):
+    """``scan-tir tune --fast-math``: the database's workload has no libm activation left,
+    and its record replays to the numpy reference (``db verify``)."""
+    work = tmp_path / "w"
+    argv = [*TUNE, "--trials", "1", "--trials-per-iter", "1", "-d", str(work), "--fast-math"]
+    assert cli.main(argv) == cli.OK
+    db = sdb.load(work)
+    (workload,) = [w for w in db.workloads if w is not None]
+    script = workload.mod.script()
+    assert "T.reinterpret" in script
+    assert not any(f"T.{op}(" in script for op in ("exp", "tanh", "sigmoid"))
+    verdicts = sdb.verify(db, default_target())
+    assert verdicts and all(v.ok for v in verdicts), verdicts

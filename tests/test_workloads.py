@@ -99,9 +99,18 @@ def test_references_disagree_when_a_weight_changes():
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_long_sequence_matches_numpy(name):
     """1024 steps on 2 threads (conftest): the state carried correctly through every step."""
+    check_long_sequence(name, seed=3)
+
+
+def check_long_sequence(name: str, seed: int, **lowering: bool) -> None:
+    """Recurrence ``name`` at 1024 steps, batch 2, lowered with ``lowering``
+    (``Workload.prim_func``'s options): scan invariants kept, outputs equal to numpy's."""
     workload = get(name, **_with_seq(name, 1024, 2))
-    inputs = workload.input_arrays(seed=3)
-    got, ref = _outputs(workload, compile_func(workload.prim_func()), inputs)
+    func = workload.prim_func(**lowering)
+    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
+    assert scan_tir.scan_violations(func, expected) == []
+    inputs = workload.input_arrays(seed=seed)
+    got, ref = _outputs(workload, compile_func(func), inputs)
     assert np.abs(ref[0][-1]).max() > 1e-2, "the reference died out; the test would be weak"
     _assert_close(got, ref)
 

@@ -17,6 +17,7 @@ from tvm import te, tirx
 
 from ..convert import create_prim_func
 from ..errors import ScanLoweringError
+from ..fast_math import fast_math as rewrite_fast_math
 from ..layout_free import layout_free
 
 WORKLOAD_ATTR = "scan_tir.workload"
@@ -82,11 +83,16 @@ class Workload:
         """The TE graph: inputs, then outputs."""
         return self.recurrence.build(**self.sizes)
 
-    def prim_func(self, tag: bool = True, merge_updates: bool = False) -> tirx.PrimFunc:
+    def prim_func(
+        self, tag: bool = True, merge_updates: bool = False, fast_math: bool = False
+    ) -> tirx.PrimFunc:
         """The lowered function, weights marked layout-free; tagged with the workload unless
         ``tag`` is False (the tag is part of the function, so of the database's key).
-        ``merge_updates``: see :func:`scan_tir.create_prim_func`."""
+        ``merge_updates``: see :func:`scan_tir.create_prim_func`; ``fast_math``: rewritten
+        by :func:`scan_tir.fast_math`."""
         func = create_prim_func(self.tensors(), merge_updates=merge_updates)
+        if fast_math:
+            func = rewrite_fast_math(func)
         weights = self.recurrence.layout_free
         if callable(weights):
             weights = weights(**self.sizes)
