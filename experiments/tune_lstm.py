@@ -505,7 +505,7 @@ def footnotes(results: list[Result], args: argparse.Namespace) -> list[str]:
     out = [
         f"[1] Hardware bound = max(FLOPs / peak, memory). FLOPs = 2*seq*batch*4H*(in + H), "
         f"peak = {peak_flops():.3g} FLOP/s (measured in this run: the best fp32 2048^3 "
-        f"matmul of PyTorch, else numpy, on 2 threads). Memory = seq * 4H*H*4 B / "
+        f"matmul of MKL, oneDNN and numpy on 2 threads). Memory = seq * 4H*H*4 B / "
         f"{DRAM_BYTES_PER_S:.3g} B/s (DRAM, FIELD_NOTES), counted only when W_hh (4H*H*4 B) "
         f"exceeds the {l3_bytes() / 2**20:g} MiB L3 (L2: {l2_bytes() / 2**20:g} MiB in all); "
         "a W_hh held in L2 or L3 counts 0. '(mem)' marks rows where memory dominates.",
