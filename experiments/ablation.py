@@ -25,16 +25,15 @@ from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
 import scan_tir
 
+VARIANTS = ("copy kept", "copy elided", "copy kept, fast_math", "copy elided, fast_math")
+
 
 def variants(tuned: tvm.IRModule) -> dict[str, tvm.tirx.PrimFunc]:
+    """The tuned module's function on prepacked weights, built each of the VARIANTS ways."""
     kept = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(tuned)["main"]
     elided = scan_tir.prepacked(tuned)["main"]
-    return {
-        "copy kept": kept,
-        "copy elided": elided,
-        "copy kept, fast_math": scan_tir.fast_math(kept),
-        "copy elided, fast_math": scan_tir.fast_math(elided),
-    }
+    funcs = [kept, elided, scan_tir.fast_math(kept), scan_tir.fast_math(elided)]
+    return dict(zip(VARIANTS, funcs))
 
 
 def run(func: tvm.tirx.PrimFunc, inputs: list[np.ndarray], repeats: int) -> tuple[float, list]:
@@ -50,13 +49,13 @@ def run(func: tvm.tirx.PrimFunc, inputs: list[np.ndarray], repeats: int) -> tupl
 def ablate(name: str, results: Path, repeats: int) -> str:
     mod = config_module(name)
     sch = ms.tir_integration.compile_tir(open_database(results / name), mod, target())
-    funcs = variants(sch.mod)
+    (_, base), *others = variants(sch.mod).items()
     rng = np.random.default_rng(0)
-    shapes = [param_shape(p) for p in funcs["copy kept"].params]
+    shapes = [param_shape(p) for p in base.params]
     inputs = [rng.uniform(-0.1, 0.1, s).astype("float32") for s in shapes]
-    base_ms, base_out = run(funcs["copy kept"], inputs, repeats)
+    base_ms, base_out = run(base, inputs, repeats)
     cells = [f"{base_ms:.4f}"]
-    for label, func in list(funcs.items())[1:]:
+    for label, func in others:
         ms_, out = run(func, inputs, repeats)
         for got, want in zip(out, base_out):
             if "fast_math" in label:
@@ -74,8 +73,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args(argv)
     print(f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`\n")
-    labels = ["copy kept", "copy elided", "copy kept, fast_math", "copy elided, fast_math"]
-    head = ["config (its database's best)", *(f"{v} ms" for v in labels)]
+    head = ["config (its database's best)", *(f"{v} ms" for v in VARIANTS)]
     print("| " + " | ".join(head) + " |")
     print("|---" * len(head) + "|")
     for name in args.configs.upper().split(","):
