@@ -10,8 +10,8 @@ Why the copies: ``meta_rules.CacheStepWeights`` gives each recurrent weight a ro
 copy, so that RewriteLayout repacks it before the scan instead of at every step. With the
 repacking dropped, the copy is left: the packed parameter copied, element for element,
 into a buffer of the same shape, at every call. At config A that is 1 MiB per call, and
-the best schedule of A-FAST ran in 0.508 ms without it, 0.605 ms with it (notes.md,
-section 3).
+the best schedule of A-FAST ran 0.66 / 0.53 ms without it, 0.85 / 0.68 ms with it, in two
+runs (experiments/ablation.py; notes.md, section 3).
 
 The copy cannot be removed by a schedule primitive: ``compute_inline`` into a scan step
 leaves the step's regions ill-formed in TVM 0.27 (meta_rules/step_inputs.py), and
