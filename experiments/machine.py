@@ -60,7 +60,8 @@ def _seconds(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
-def _cache_bytes(level: int) -> int:
+@cache
+def cache_bytes(level: int) -> int:
     """Total bytes of the level-``level`` data/unified caches over the CPUs (sysfs; 0 if
     unknown), each shared cache counted once."""
     seen: dict[str, int] = {}
@@ -77,13 +78,3 @@ def _cache_bytes(level: int) -> int:
         units = {"K": 2**10, "M": 2**20, "G": 2**30}
         seen[shared] = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
     return sum(seen.values())
-
-
-@cache
-def l2_bytes() -> int:
-    return _cache_bytes(2)
-
-
-@cache
-def l3_bytes() -> int:
-    return _cache_bytes(3)

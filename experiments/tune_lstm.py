@@ -61,7 +61,7 @@ from bench_convert import (
     torch_available,
     torch_latency,
 )
-from machine import DRAM_BYTES_PER_S, l2_bytes, l3_bytes, peak_flops
+from machine import DRAM_BYTES_PER_S, cache_bytes, peak_flops
 from tvm import relax, tirx
 from tvm.topi.testing import lstm_python
 
@@ -138,9 +138,9 @@ def lstm_module(shape: Shape, merge_updates: bool = False, fast_math: bool = Fal
 
 
 def config_base(name: str) -> str:
-    """A-D: the config name without its VARIANTS suffixes."""
-    while any(name.endswith(v) for v in VARIANTS):
-        name = next(name.removesuffix(v) for v in VARIANTS if name.endswith(v))
+    """A-D: the config name without its VARIANTS suffixes (an unknown one stays)."""
+    for variant in VARIANTS:
+        name = name.replace(variant, "")
     return name
 
 
@@ -153,8 +153,7 @@ def config_module(name: str) -> tvm.IRModule:
     """The function of a config: with ``-MERGED``, next_c and next_h in one loop nest
     (``create_prim_func(..., merge_updates=True)``), so that the step can be tiled by them;
     with ``-FAST``, vectorisable exp/sigmoid/tanh (``scan_tir.fast_math``)."""
-    suffixes = name.removeprefix(config_base(name))
-    return lstm_module(config_shape(name), "-MERGED" in suffixes, "-FAST" in suffixes)
+    return lstm_module(config_shape(name), "-MERGED" in name, "-FAST" in name)
 
 
 def tune(label: str, mod: tvm.IRModule, work_dir: Path, args: argparse.Namespace) -> float:
@@ -410,7 +409,8 @@ def hardware_bound_ms(shape: Shape) -> tuple[float, float]:
     seq, batch, inp, hid = shape
     flops = 2 * seq * batch * 4 * hid * (inp + hid)
     wh_bytes = 4 * hid * hid * 4
-    mem = seq * wh_bytes / DRAM_BYTES_PER_S if wh_bytes > max(l2_bytes(), l3_bytes()) else 0.0
+    last_level = max(cache_bytes(2), cache_bytes(3))
+    mem = seq * wh_bytes / DRAM_BYTES_PER_S if wh_bytes > last_level else 0.0
     return flops / peak_flops() * 1e3, mem * 1e3
 
 
@@ -507,7 +507,8 @@ def footnotes(results: list[Result], args: argparse.Namespace) -> list[str]:
         f"peak = {peak_flops():.3g} FLOP/s (measured in this run: the best fp32 2048^3 "
         f"matmul of MKL, oneDNN and numpy on 2 threads). Memory = seq * 4H*H*4 B / "
         f"{DRAM_BYTES_PER_S:.3g} B/s (DRAM, FIELD_NOTES), counted only when W_hh (4H*H*4 B) "
-        f"exceeds the {l3_bytes() / 2**20:g} MiB L3 (L2: {l2_bytes() / 2**20:g} MiB in all); "
+        f"exceeds the {cache_bytes(3) / 2**20:g} MiB L3 "
+        f"(L2: {cache_bytes(2) / 2**20:g} MiB in all); "
         "a W_hh held in L2 or L3 counts 0. '(mem)' marks rows where memory dominates.",
         "[2] Max abs error over hs and cs of every scan-tir module (tuned both ways, untuned) "
         f"against tvm.topi.testing.lstm_python; the run fails above --tol {args.tol:g}.",
@@ -556,8 +557,8 @@ def write_json(path: str, results: list[Result], cmd: str, args: argparse.Namesp
         "target": TARGET_JSON,
         "bound_constants": {
             "peak_flops": peak_flops(),
-            "l2_bytes": l2_bytes(),
-            "l3_bytes": l3_bytes(),
+            "l2_bytes": cache_bytes(2),
+            "l3_bytes": cache_bytes(3),
             "dram_bytes_per_s": DRAM_BYTES_PER_S,
         },
         "args": {k: v for k, v in vars(args).items() if k != "json"},
