@@ -29,6 +29,7 @@ from tvm.target import Target
 from scan_tir.structure import Role
 
 from .alternatives import Alternatives
+from .register_tiling import RegisterTiling
 from .scoped import Scoped
 from .step_inputs import KeepStepInputs
 from .step_outputs import TileStepOutputs
@@ -78,7 +79,10 @@ def scan_rules(target: Target, tile_step_outputs: bool = False) -> list[Schedule
         roles = {Role.OUTSIDE}
         if isinstance(rule, _ALSO_IN_STEPS):
             roles.add(Role.IN_STEP)
-        fallback = _tiling_without_write_reuse() if isinstance(rule, MultiLevelTiling) else None
+        fallback = None
+        if isinstance(rule, MultiLevelTiling):
+            fallback = Alternatives([_tiling_without_write_reuse(), RegisterTiling()])
+            rule = Alternatives([rule, RegisterTiling()])
         if isinstance(rule, ParallelizeVectorizeUnroll):
             rule = Alternatives([rule, _serial_root()])
         if isinstance(rule, _INLINERS):
@@ -92,6 +96,7 @@ __all__ = [
     "CacheStepWeights",
     "KeepStepInputs",
     "ParallelizeVectorizeUnrollStep",
+    "RegisterTiling",
     "Scoped",
     "TileStepOutputs",
     "scan_rules",

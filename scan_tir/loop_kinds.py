@@ -14,7 +14,9 @@ from tvm.s_tir.schedule import LoopRV, SBlockRV
 from .structure import DATA_PAR
 
 
-def _realize(sch: Schedule, block: SBlockRV, innermost: LoopRV) -> s_tir.SBlockRealize:
+def block_realize(sch: Schedule, block: SBlockRV, innermost: LoopRV) -> s_tir.SBlockRealize:
+    """The realize of ``block`` under ``innermost`` (a schedule exposes blocks, not their
+    bindings, which say which loop drives which iterator)."""
     target = sch.get(block)
     found: list[s_tir.SBlockRealize] = []
 
@@ -34,7 +36,7 @@ def free_loops(sch: Schedule, block: SBlockRV, loops: list[LoopRV]) -> list[bool
     """For each of ``loops`` (above ``block``, outermost first): does it qualify?"""
     if not loops:
         return []
-    realize = _realize(sch, block, loops[-1])
+    realize = block_realize(sch, block, loops[-1])
     reduce_values = [
         value
         for iv, value in zip(realize.block.iter_vars, realize.iter_values)

@@ -1,0 +1,141 @@
+"""``RegisterTiling``: multi-level tiling whose innermost tile is a register block.
+
+MultiLevelTiling samples every level of its SSRSRS tiling alike, so a good GEMM kernel is
+a rare point of its space. At C (a 100 x 4096 x 1024 input GEMM) the best of 256 trials
+tiled the rows [2, 2, 25, 1], the columns [2, 8, 4, 64] and the reduction [32, 32]: one
+row in the innermost tile, so each vector of weights loaded feeds one FMA, and the
+accumulators go back to memory at every outer reduction step. That kernel alone runs at
+295 GFLOP/s on this Zen 5; with 10 rows x 2 vectors innermost and the whole reduction
+inside it runs at 501, oneDNN's rate (experiments/gemm_tiles.py; notes.md, section 3,
+"Night of 2026-11-30"). That is the shape of the micro-kernels BLAS libraries write by
+hand: a block of the output held in vector registers while the reduction streams past it.
+The same measurements bound the block: 16-20 accumulators run fastest, 32 or more spill.
+
+This rule builds that structure and samples only within it: spatial loops tiled in four
+levels S0 S1 S2 S3 (as MultiLevelTiling's), the reduction whole, between S2 and S3. S3 is
+the register block: the output's contiguous axis in whole vectors (at most
+``max_vectors``), vectorised, and one row loop (at most ``max_rows``), unrolled: the
+longest loop that indexes the broadcast operand (X's rows, h's batch rows), or in a
+batch-1 step the gate axis, whose rows are then independent accumulators. Every other
+loop's innermost tile is 1. The parallel loop and the unroll depth are left to the
+postprocessors, as for MultiLevelTiling, and the rule sits beside MultiLevelTiling
+(``meta_rules.Alternatives``), so the stock tilings stay in the space.
+
+Touches: the loops of one reduction block whose iterators are each bound to one loop
+(split, reorder, fuse, vectorize, unroll). Scoped like MultiLevelTiling: never a scan's
+time loop or step block.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+from tvm.ir.utils import derived_object
+from tvm.s_tir import Schedule
+from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
+from tvm.s_tir.schedule import LoopRV, SBlockRV
+from tvm.target import Target
+from tvm.target.codegen import llvm_get_cpu_features
+
+from scan_tir.loop_kinds import block_realize
+from scan_tir.structure import DATA_PAR
+
+
+def vector_lanes(target: Target, bits: int = 32) -> int:
+    """float32 lanes of ``target``'s widest vector register (16 with AVX-512).
+
+    Read from the CPU's features: TVM 0.27's ``llvm_get_vector_width`` answers with the
+    host's width whatever CPU the target names (512 for haswell on this Zen 5).
+    """
+    features = llvm_get_cpu_features(target)
+    width = 512 if "avx512f" in features else 256 if "avx" in features else 128
+    return width // bits
+
+
+def _indexed_by(region, var: tirx.Var) -> bool:
+    return any(
+        any(v.same_as(var) for v in tirx.analysis.undefined_vars(r.min, [])) for r in region
+    )
+
+
+def _dense_axes(sch: Schedule, block: SBlockRV, lanes: int) -> tuple[list, list, int, int] | None:
+    """(spatial loops, reduction loops, index of the column loop, index of the row loop)
+    among the spatial ones, or None when ``block`` is not a reduction whose output's last
+    axis is one spatial loop of a multiple of ``lanes`` iterations.
+
+    The row loop is the longest spatial loop that indexes an operand the columns do not
+    index (a row of X, a batch row of h: one broadcast feeds a vector of FMAs); without
+    one (a batch-1 step), the last other spatial loop longer than 1, whose rows then give
+    independent accumulators; or -1.
+    """
+    node = sch.get(block)
+    loops = sch.get_loops(block)
+    if node.init is None or len(node.writes) != 1 or len(loops) != len(node.iter_vars):
+        return None
+    realize = block_realize(sch, block, loops[-1])
+    spatial, reduce, spatial_vars, column = [], [], [], None
+    last = node.writes[0].region[-1].min
+    for loop, iv, value in zip(loops, node.iter_vars, realize.iter_values):
+        loop_node = sch.get(loop)
+        if not value.same_as(loop_node.loop_var) or not isinstance(loop_node.extent, tirx.IntImm):
+            return None
+        if iv.iter_type == DATA_PAR:
+            if last.same_as(iv.var):
+                column = len(spatial)
+            spatial.append(loop)
+            spatial_vars.append(iv.var)
+        else:
+            reduce.append(loop)
+    if not reduce or column is None or int(sch.get(spatial[column]).extent) % lanes:
+        return None
+    extents = [int(sch.get(loop).extent) for loop in spatial]
+    broadcast = [r.region for r in node.reads if not _indexed_by(r.region, spatial_vars[column])]
+    others = [i for i in range(len(spatial)) if i != column and extents[i] > 1]
+    rows = [i for i in others if any(_indexed_by(region, spatial_vars[i]) for region in broadcast)]
+    if rows:
+        row = max(rows, key=lambda i: extents[i])
+    else:
+        row = others[-1] if others else -1
+    return spatial, reduce, column, row
+
+
+@derived_object
+class RegisterTiling(PyScheduleRule):
+    """Tile a reduction block as S0 S1 S2 R S3, S3 a register block of at most
+    ``max_rows`` rows (one loop) by ``max_vectors`` vectors of columns."""
+
+    def __init__(self, max_rows: int = 12, max_vectors: int = 2, lanes: int = 0) -> None:
+        super().__init__()
+        self.max_rows = max_rows
+        self.max_vectors = max_vectors
+        self.lanes = lanes
+
+    def _initialize_with_tune_context(self, context) -> None:
+        if not self.lanes:
+            self.lanes = vector_lanes(context.target)
+
+    def apply(self, sch: Schedule, block: SBlockRV) -> list[Schedule]:
+        axes = _dense_axes(sch, block, self.lanes)
+        if axes is None:
+            return [sch]
+        spatial, reduce, column, row = axes
+        levels: list[list[LoopRV]] = [[], [], [], []]  # S0 S1 S2 S3
+        vector = None
+        for index, loop in enumerate(spatial):
+            if index == column:
+                loop, vector = sch.split(loop, [None, self.lanes])
+                inner = self.max_vectors
+            else:
+                inner = self.max_rows if index == row else 1
+            tiles = sch.sample_perfect_tile(loop, n=4, max_innermost_factor=inner)
+            for level, part in zip(levels, sch.split(loop, tiles)):
+                level.append(part)
+        rows = [loop for index, loop in enumerate(levels[3]) if index != column]
+        columns = levels[3][column]
+        sch.reorder(*levels[0], *levels[1], *levels[2], *reduce, *rows, columns, vector)
+        sch.vectorize(sch.fuse(columns, vector))
+        for loop in rows:
+            sch.unroll(loop)
+        return [sch]
+
+    def clone(self) -> ScheduleRule:
+        return RegisterTiling(self.max_rows, self.max_vectors, self.lanes)
