@@ -5,19 +5,25 @@ a rare point of its space. At C (a 100 x 4096 x 1024 input GEMM) the best of 256
 tiled the rows [2, 2, 25, 1], the columns [2, 8, 4, 64] and the reduction [32, 32]: one
 row in the innermost tile, so each vector of weights loaded feeds one FMA, and the
 accumulators go back to memory at every outer reduction step. That kernel alone runs at
-295 GFLOP/s on this Zen 5; with 10 rows x 2 vectors innermost and the whole reduction
-inside it runs at 501, oneDNN's rate (experiments/gemm_tiles.py; notes.md, section 3,
-"Night of 2026-11-30"). That is the shape of the micro-kernels BLAS libraries write by
-hand: a block of the output held in vector registers while the reduction streams past it.
-The same measurements bound the block: 16-20 accumulators run fastest, 32 or more spill.
+about 300 GFLOP/s on this Zen 5; with 10 rows x 2 vectors innermost and the whole
+reduction inside, at 470-500, the rate of oneDNN's best GEMM here (experiments/gemm_tiles.py;
+notes.md, section 3, "Night of 2026-11-30"). That is the shape of the micro-kernels BLAS
+libraries write by hand: a block of the output held in vector registers while the
+reduction streams past it. The same measurements bound the block: 16-20 accumulators ran
+fastest, 32 or more spilled, and cutting the reduction in four halved the rate.
 
-This rule builds that structure and samples only within it: spatial loops tiled in four
-levels S0 S1 S2 S3 (as MultiLevelTiling's), the reduction whole, between S2 and S3. S3 is
-the register block: the output's contiguous axis in whole vectors (at most
-``max_vectors``), vectorised, and one row loop (at most ``max_rows``), unrolled: the
-longest loop that indexes the broadcast operand (X's rows, h's batch rows), or in a
-batch-1 step the gate axis, whose rows are then independent accumulators. Every other
-loop's innermost tile is 1. The parallel loop and the unroll depth are left to the
+This rule builds that structure. The register block is fixed by the CPU, as in BLIS's
+micro-kernels: ``max_vectors`` (2) vectors of the output's contiguous axis, vectorised,
+by as many rows of one loop as keep the accumulators within 5/8 of the vector registers
+(20 of AVX-512's 32: 10 rows), unrolled; the largest divisors of the extents within
+those bounds. The row loop is the longest that indexes the operand the columns do not
+index (X's rows, h's batch rows: one broadcast feeds a row of FMAs), or, in a batch-1
+step, the gate axis (independent accumulators). What the search samples is everything
+around the block: the spatial loops tiled in three levels S0 S1 S2 above it (S0 becomes
+the parallel loop), the whole reduction between S2 and the block. A first version also
+sampled the block (rows up to 12, 1 or 2 vectors): in 128 trials at D its best candidate
+held a 4 x 1-vector block, 62.8 ms; the fixed block is the result of the measurements
+above, made once for this CPU. The parallel loop and the unroll depth are left to the
 postprocessors, as for MultiLevelTiling, and the rule sits beside MultiLevelTiling
 (``meta_rules.Alternatives``), so the stock tilings stay in the space.
 
@@ -49,6 +55,11 @@ def vector_lanes(target: Target, bits: int = 32) -> int:
     features = llvm_get_cpu_features(target)
     width = 512 if "avx512f" in features else 256 if "avx" in features else 128
     return width // bits
+
+
+def vector_registers(target: Target) -> int:
+    """How many vector registers ``target`` has (x86-64: 32 with AVX-512, else 16)."""
+    return 32 if "avx512f" in llvm_get_cpu_features(target) else 16
 
 
 def _indexed_by(region, var: tirx.Var) -> bool:
@@ -98,44 +109,51 @@ def _dense_axes(sch: Schedule, block: SBlockRV, lanes: int) -> tuple[list, list,
     return spatial, reduce, column, row
 
 
+def _largest_divisor(extent: int, most: int) -> int:
+    return max(d for d in range(1, min(extent, most) + 1) if extent % d == 0)
+
+
 @derived_object
 class RegisterTiling(PyScheduleRule):
-    """Tile a reduction block as S0 S1 S2 R S3, S3 a register block of at most
-    ``max_rows`` rows (one loop) by ``max_vectors`` vectors of columns."""
+    """Tile a reduction block as S0 S1 S2 R S3: S3 a fixed register block of rows (one
+    loop) by ``max_vectors`` vectors of columns, S0-S2 sampled."""
 
-    def __init__(self, max_rows: int = 12, max_vectors: int = 2, lanes: int = 0) -> None:
+    def __init__(self, max_vectors: int = 2, lanes: int = 0, registers: int = 0) -> None:
         super().__init__()
-        self.max_rows = max_rows
         self.max_vectors = max_vectors
         self.lanes = lanes
+        self.registers = registers
 
     def _initialize_with_tune_context(self, context) -> None:
         if not self.lanes:
             self.lanes = vector_lanes(context.target)
+        if not self.registers:
+            self.registers = vector_registers(context.target)
 
     def apply(self, sch: Schedule, block: SBlockRV) -> list[Schedule]:
         axes = _dense_axes(sch, block, self.lanes)
         if axes is None:
             return [sch]
         spatial, reduce, column, row = axes
-        levels: list[list[LoopRV]] = [[], [], [], []]  # S0 S1 S2 S3
-        vector = None
+        levels: list[list[LoopRV]] = [[], [], []]  # S0 S1 S2
+        rows, columns = [], None
         for index, loop in enumerate(spatial):
+            extent = int(sch.get(loop).extent)
             if index == column:
-                loop, vector = sch.split(loop, [None, self.lanes])
-                inner = self.max_vectors
-            else:
-                inner = self.max_rows if index == row else 1
-            tiles = sch.sample_perfect_tile(loop, n=4, max_innermost_factor=inner)
+                width = self.lanes * _largest_divisor(extent // self.lanes, self.max_vectors)
+                loop, columns = sch.split(loop, [None, width])
+            elif index == row:
+                most = max(1, self.registers * 5 // 8 // self.max_vectors)
+                loop, inner = sch.split(loop, [None, _largest_divisor(extent, most)])
+                rows.append(inner)
+            tiles = sch.sample_perfect_tile(loop, n=3)
             for level, part in zip(levels, sch.split(loop, tiles)):
                 level.append(part)
-        rows = [loop for index, loop in enumerate(levels[3]) if index != column]
-        columns = levels[3][column]
-        sch.reorder(*levels[0], *levels[1], *levels[2], *reduce, *rows, columns, vector)
-        sch.vectorize(sch.fuse(columns, vector))
+        sch.reorder(*levels[0], *levels[1], *levels[2], *reduce, *rows, columns)
+        sch.vectorize(columns)
         for loop in rows:
             sch.unroll(loop)
         return [sch]
 
     def clone(self) -> ScheduleRule:
-        return RegisterTiling(self.max_rows, self.max_vectors, self.lanes)
+        return RegisterTiling(self.max_vectors, self.lanes, self.registers)

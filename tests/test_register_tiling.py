@@ -37,21 +37,31 @@ def _loops(sch: s_tir.Schedule, name: str) -> list:
 
 
 def test_dense_blocks_get_a_register_block():
-    """The input GEMM and the recurrent product: columns vectorised innermost (whole
-    vectors, at most 4 of them), rows unrolled just above, reductions above the block."""
-    func = get("lstm", **_with_seq("lstm", 16, 8)).prim_func()
+    """The input GEMM and the recurrent product end in the register block: 2 vectors of
+    columns (vectorised) under one unrolled row loop, 10 accumulators at most for the 16
+    registers of this target; the reduction whole, just above the block."""
+    func = get("lstm", **_with_seq("lstm", 16, 8)).prim_func()  # hidden 4: Xi2h 16 wide
     (space,) = _rule_only(func, RegisterTiling(lanes=LANES))
-    for name in ("Xi2h", "s_h2h"):
+    # (columns, rows): Xi2h 2 vectors x 4 of its 128 rows (tb), s_h2h 1 vector (4 wide)
+    # x 4 of its 8 batch rows (b, which indexes h; not the gate axis, which indexes W).
+    for name, width, rows in (("Xi2h", 8, 4), ("s_h2h", 4, 4)):
         loops = _loops(space, name)
-        inner = loops[-1]
-        assert inner.kind == tvm.tirx.ForKind.VECTORIZED, name
-        width = int(inner.extent)
-        assert width % LANES == 0 and width <= 2 * LANES, (name, width)
-        block = space.get(space.get_sblock(name))
-        rows = len([iv for iv in block.iter_vars if iv.iter_type == DATA_PAR]) - 1
-        assert all(lp.kind == tvm.tirx.ForKind.UNROLLED for lp in loops[-1 - rows : -1]), name
+        assert loops[-1].kind == tvm.tirx.ForKind.VECTORIZED, name
+        assert (int(loops[-1].extent), int(loops[-2].extent)) == (width, rows), name
+        assert loops[-2].kind == tvm.tirx.ForKind.UNROLLED, name
+        reductions = [lp for lp in loops if lp.loop_var.name.startswith("k")]
+        assert len(reductions) == 1 and reductions[0].same_as(loops[-3]), name
     # Elementwise blocks keep their loops.
     assert all(lp.kind == tvm.tirx.ForKind.SERIAL for lp in _loops(space, "gates"))
+
+
+def test_the_block_follows_the_register_file():
+    """AVX-512's 32 registers: 10 rows x 2 vectors; 16 registers: 5 rows x 2 vectors."""
+    func = get("lstm", seq=100, batch=1, input=32, hidden=32).prim_func()
+    for registers, rows in ((32, 10), (16, 5)):
+        (space,) = _rule_only(func, RegisterTiling(lanes=16, registers=registers))
+        loops = _loops(space, "Xi2h")
+        assert (int(loops[-1].extent), int(loops[-2].extent)) == (32, rows)
 
 
 def test_rows_the_vector_does_not_divide_are_left_to_other_rules():
@@ -64,11 +74,13 @@ def test_rows_the_vector_does_not_divide_are_left_to_other_rules():
 
 
 def test_lanes_come_from_the_target():
-    from meta_rules.register_tiling import vector_lanes
+    from meta_rules.register_tiling import vector_lanes, vector_registers
 
     assert vector_lanes(tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512"})) == 16
     assert vector_lanes(tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})) == 8
     assert vector_lanes(TARGET) == 4  # LLVM's generic x86-64: SSE2
+    assert vector_registers(tvm.target.Target({"kind": "llvm", "mcpu": "znver5"})) == 32
+    assert vector_registers(TARGET) == 16
 
 
 @pytest.mark.parametrize("name", ["lstm", "gru"])
