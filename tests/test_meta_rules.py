@@ -100,7 +100,11 @@ def test_only_the_scan_space_parallelises_and_vectorises_inside_steps(space):
     )
     kinds, raised = set(), []
     for design in ctx.generate_design_space():
-        sch = design.copy()
+        # Each design's trace replayed on a fresh schedule, as the search does: postprocs
+        # applied to ``design.copy()`` of every space in turn raised from stale schedule
+        # state (a different C++ check each time) on designs whose own replay was fine.
+        sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+        design.trace.apply_to_schedule(sch, remove_postproc=True)
         sch.enter_postproc()
         try:
             if all(p.apply(sch) for p in ctx.space_generator.postprocs):
