@@ -14,7 +14,6 @@ from util import compile_func
 import scan_tir
 from meta_rules import RegisterTiling
 from scan_tir.invariants import expected_scans
-from scan_tir.structure import DATA_PAR
 from scan_tir.workloads import get
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
