@@ -40,3 +40,6 @@ class Alternatives(PyScheduleRule):
 
     def clone(self) -> ScheduleRule:
         return Alternatives([rule.clone() for rule in self.rules])
+
+    def __repr__(self) -> str:
+        return f"Alternatives({', '.join(type(rule).__name__ for rule in self.rules)})"

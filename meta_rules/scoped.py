@@ -62,4 +62,7 @@ class Scoped(PyScheduleRule):
         return Scoped(self.rule.clone(), self.roles, fallback)
 
     def __repr__(self) -> str:
-        return f"Scoped({type(self.rule).__name__}, {sorted(self.roles)})"
+        inner = getattr(self.rule, "_inst", None)  # a derived_object's Python instance
+        own_repr = inner is not None and type(inner).__repr__ is not object.__repr__
+        name = repr(inner) if own_repr else type(self.rule).__name__
+        return f"Scoped({name}, {sorted(self.roles)})"
