@@ -20,7 +20,8 @@ those bounds. The row loop is the longest that indexes the operand the columns d
 index (X's rows, h's batch rows: one broadcast feeds a row of FMAs), or, in a batch-1
 step, the gate axis (independent accumulators). What the search samples is everything
 around the block: the spatial loops tiled in three levels S0 S1 S2 above it (S0 becomes
-the parallel loop), the whole reduction between S2 and the block. A first version also
+the parallel loop; S2 at most 16, ``sample_perfect_tile``'s default), the whole
+reduction between S2 and the block. A first version also
 sampled the block (rows up to 12, 1 or 2 vectors): in 128 trials at D its best candidate
 held a 4 x 1-vector block, 62.8 ms; the fixed block is the result of the measurements
 above, made once for this CPU. The parallel loop and the unroll depth are left to the
@@ -28,7 +29,7 @@ postprocessors, as for MultiLevelTiling, and the rule sits beside MultiLevelTili
 (``meta_rules.Alternatives``), so the stock tilings stay in the space.
 
 Touches: the loops of one reduction block whose iterators are each bound to one loop
-(split, reorder, fuse, vectorize, unroll). Scoped like MultiLevelTiling: never a scan's
+(split, reorder, vectorize, unroll). Scoped like MultiLevelTiling: never a scan's
 time loop or step block.
 """
 
