@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 import torch
 import tvm
+from bench_convert import evaluator_latency_ms, loop_latency_ms, median
 from tune_lstm import target
 from tvm import s_tir, te
 
@@ -44,16 +44,6 @@ def gemm(m: int, n: int, k: int, rows: list[int], cols: list[int], red: list[int
     sch.unroll(i3)
     sch.vectorize(j3)
     return tvm.compile(sch.mod, target=target()).mod
-
-
-def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
 
 
 def main() -> None:
@@ -84,11 +74,10 @@ def main() -> None:
         ca = tvm.runtime.tensor(np.zeros((m, n), "float32"), dev)
         mod["main"](xa, wa, ca)
         np.testing.assert_allclose(ca.numpy(), want, rtol=1e-3, atol=1e-3)
-        timer = mod.time_evaluator("main", dev, number=5, repeat=args.repeats, min_repeat_ms=20)
-        ms = float(np.median(timer(xa, wa, ca).results)) * 1e3
+        ms = median(evaluator_latency_ms(mod, [xa, wa, ca], args.repeats))
         print(f"| TVM | {spec} | {ms:.3f} | {flop / ms / 1e6:.0f} |")
     for name, fn in (("PyTorch (oneDNN)", lambda: xt @ wt.T), ("numpy", lambda: xn @ wn.T)):
-        ms = median_ms(fn, args.repeats)
+        ms = median(loop_latency_ms(fn, args.repeats))
         print(f"| {name} | | {ms:.3f} | {flop / ms / 1e6:.0f} |")
 
 
