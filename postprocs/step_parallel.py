@@ -6,7 +6,8 @@ rewrite_parallel_vectorize_unroll.cc). For each child block of a step, on the lo
 the step block and that child (never the time loop, which lies above the step block):
 
 - parallel: fuse the longest prefix of serial, constant, spatial loops whose extent product
-  stays within the decision, and mark it parallel;
+  stays within the decision, and mark it parallel (the outermost loop alone when it is
+  longer than the decision);
 - vectorize: fuse the longest suffix of such loops within the vector limit and vectorize it
   (an innermost loop longer than the limit is split, its inner part vectorized);
 - unroll: ``pragma_auto_unroll_max_step`` on the outermost of those loops.
@@ -33,11 +34,17 @@ def _extent(sch: Schedule, loop: LoopRV) -> int:
 
 def _parallelize(sch: Schedule, loops: list[LoopRV], free: list[bool], limit: int) -> None:
     prefix, product = [], 1
-    for loop in nested_prefix(sch, loops, free):
+    nested = nested_prefix(sch, loops, free)
+    for loop in nested:
         if product * _extent(sch, loop) > limit:
             break
         prefix.append(loop)
         product *= _extent(sch, loop)
+    if not prefix and nested:
+        # The outermost loop alone is longer than the limit (at D, an LSTM's cell update
+        # over 64 batch rows that FuseStepEpilogue could not move into the tiles): left
+        # serial, it ran on one core after every step's parallel region.
+        prefix, product = nested[:1], _extent(sch, nested[0])
     if product <= 1:
         return
     fused = sch.fuse(*prefix) if len(prefix) > 1 else prefix[0]

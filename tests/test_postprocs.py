@@ -145,3 +145,24 @@ def test_step_vectorize_splits_a_loop_longer_than_the_limit():
     xv, wv = rand(length, n), rand(n, n, scale=0.05)
     (got,) = run(compile_func(sch.mod["main"]), [xv, wv], [(length, n)])
     np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
+
+
+def test_step_parallel_takes_an_outer_loop_longer_than_the_limit():
+    """An LSTM's cell update over 64 batch rows, with a parallel limit of 32: the 64-row
+    loop is made parallel, not left to one core; correct at 1024 steps on 2 threads."""
+    from test_workloads import _assert_close, _outputs, _with_seq
+
+    workload = get("lstm", **_with_seq("lstm", 1024, 64))
+    func = workload.prim_func()
+    sch = s_tir.Schedule(func)
+    step = sch.get_sblock("lstm_scan_step")
+    sch.annotate(step, STEP_PARALLEL, 32)
+    assert RewriteStepParallelVectorizeUnroll().apply(sch)
+    for name in ("next_c", "next_h", "s_h2h"):
+        outer = sch.get(sch.get_loops(sch.get_sblock(name))[0])
+        assert outer.kind == tvm.tirx.ForKind.PARALLEL and int(outer.extent) == 64, name
+    scheduled = sch.mod["main"]
+    assert scan_tir.scan_violations(scheduled, _verifier(func).expected["main"]) == []
+    inputs = workload.input_arrays(seed=3)
+    got, ref = _outputs(workload, compile_func(scheduled), inputs)
+    _assert_close(got, ref)
