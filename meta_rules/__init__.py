@@ -8,7 +8,9 @@ structure (the root's parallel/vector/unroll rule also offers a serial root, thr
 :class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
 stock rule makes only at the root) and :class:`CacheStepWeights` (recurrent weights packed
 once per call, not per step); on request :class:`TileStepOutputs` (a step tiled by its
-outputs, the rest of the step computed per tile). The gate math is also fused into the recurrent
+outputs, the rest of the step computed per tile). Dense blocks are tiled by MultiLevelTiling
+or :class:`RegisterTiling` (a register block of the CPU's size), the latter alone on
+matrix-matrix products (:class:`Preferred`). The gate math is also fused into the recurrent
 product's tiles by a postproc (postprocs.FuseStepEpilogue), where TVM's region solver
 allows.
 """
@@ -29,6 +31,7 @@ from tvm.target import Target
 from scan_tir.structure import Role
 
 from .alternatives import Alternatives
+from .preferred import Preferred
 from .register_tiling import RegisterTiling
 from .scoped import Scoped
 from .step_inputs import KeepStepInputs
@@ -48,6 +51,11 @@ def _tiling_without_write_reuse() -> ScheduleRule:
     """MetaSchedule's llvm MultiLevelTiling (schedule_rule.cc, ScheduleRuleDefaultLLVM)
     without its write-cache / consumer fusion, the step that can fail inside steps."""
     return MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64, reuse_write=None)
+
+
+def _register_tiling_or(tiling: ScheduleRule) -> ScheduleRule:
+    """RegisterTiling alone on matrix-matrix products, beside ``tiling`` elsewhere."""
+    return Preferred(RegisterTiling(), Alternatives([tiling, RegisterTiling()]))
 
 
 def _serial_root() -> ScheduleRule:
@@ -81,8 +89,8 @@ def scan_rules(target: Target, tile_step_outputs: bool = False) -> list[Schedule
             roles.add(Role.IN_STEP)
         fallback = None
         if isinstance(rule, MultiLevelTiling):
-            fallback = Alternatives([_tiling_without_write_reuse(), RegisterTiling()])
-            rule = Alternatives([rule, RegisterTiling()])
+            fallback = _register_tiling_or(_tiling_without_write_reuse())
+            rule = _register_tiling_or(rule)
         if isinstance(rule, ParallelizeVectorizeUnroll):
             rule = Alternatives([rule, _serial_root()])
         if isinstance(rule, _INLINERS):
@@ -96,6 +104,7 @@ __all__ = [
     "CacheStepWeights",
     "KeepStepInputs",
     "ParallelizeVectorizeUnrollStep",
+    "Preferred",
     "RegisterTiling",
     "Scoped",
     "TileStepOutputs",

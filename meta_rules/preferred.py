@@ -5,8 +5,8 @@ evolutionary search mutates the decisions sampled inside a design space, never t
 between spaces, so every extra space thins the samples of the others. At D (batch 64)
 the input GEMM and the recurrent product are both matrix-matrix products; in 64 trials
 of ``Alternatives(MultiLevelTiling, RegisterTiling)`` one candidate register-tiled both
-(notes.md, section 3, "Morning of 2026-12-01"), and the best still ran the input GEMM at
-half the rate of the register-tiled kernel. Where the register block is known to be the
+(notes.md, section 3, "Small hours of 2026-12-01"), and the best still ran the input
+GEMM at half the rate of the register-tiled kernel. Where the register block is known to be the
 right structure, the alternatives only cost trials; elsewhere (a batch-1 step, a
 matrix-vector product that streams its weights) both stay in the space.
 

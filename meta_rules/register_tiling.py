@@ -25,17 +25,19 @@ reduction between S2 and the block. A first version also
 sampled the block (rows up to 12, 1 or 2 vectors): in 128 trials at D its best candidate
 held a 4 x 1-vector block, 62.8 ms; the fixed block is the result of the measurements
 above, made once for this CPU. The parallel loop and the unroll depth are left to the
-postprocessors, as for MultiLevelTiling, and the rule sits beside MultiLevelTiling
-(``meta_rules.Alternatives``), so the stock tilings stay in the space.
+postprocessors, as for MultiLevelTiling. The rule sits beside MultiLevelTiling
+(``meta_rules.Alternatives``), so the stock tilings stay in the space, except on the
+matrix-matrix products it :meth:`claims <RegisterTiling.claims>` (``meta_rules.Preferred``).
 
 Touches: the loops of one reduction block whose iterators are each bound to one loop
-(split, reorder, vectorize, unroll). Scoped like MultiLevelTiling: never a scan's
+(split, reorder, vectorize, unroll); outside scans, the block's lone elementwise consumer
+(reverse_compute_at under the block's tiles). Scoped like MultiLevelTiling: never a scan's
 time loop or step block.
 """
 
 from __future__ import annotations
 
-from tvm import tirx
+from tvm import s_tir, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
@@ -44,7 +46,7 @@ from tvm.target import Target
 from tvm.target.codegen import llvm_get_cpu_features
 
 from scan_tir.loop_kinds import block_realize
-from scan_tir.structure import DATA_PAR
+from scan_tir.structure import DATA_PAR, Role, block_role
 
 
 def vector_lanes(target: Target, bits: int = 32) -> int:
@@ -69,15 +71,19 @@ def _indexed_by(region, var: tirx.Var) -> bool:
     )
 
 
-def _dense_axes(sch: Schedule, block: SBlockRV, lanes: int) -> tuple[list, list, int, int] | None:
-    """(spatial loops, reduction loops, index of the column loop, index of the row loop)
-    among the spatial ones, or None when ``block`` is not a reduction whose output's last
-    axis is one spatial loop of a multiple of ``lanes`` iterations.
+def _dense_axes(
+    sch: Schedule, block: SBlockRV, lanes: int
+) -> tuple[list, list, int, int, bool] | None:
+    """(spatial loops, reduction loops, index of the column loop, index of the row loop
+    among the spatial ones, whether the rows reuse the columns' operand), or None when
+    ``block`` is not a reduction whose output's last axis is one spatial loop of a multiple
+    of ``lanes`` iterations.
 
     The row loop is the longest spatial loop that indexes an operand the columns do not
-    index (a row of X, a batch row of h: one broadcast feeds a vector of FMAs); without
-    one (a batch-1 step), the last other spatial loop longer than 1, whose rows then give
-    independent accumulators; or -1.
+    index (a row of X, a batch row of h: one broadcast feeds a vector of FMAs, and each
+    vector of weights loaded feeds every row); without one (a batch-1 step, a
+    matrix-vector product), the last other spatial loop longer than 1, whose rows then
+    give independent accumulators; or -1.
     """
     node = sch.get(block)
     loops = sch.get_loops(block)
@@ -104,10 +110,31 @@ def _dense_axes(sch: Schedule, block: SBlockRV, lanes: int) -> tuple[list, list,
     others = [i for i in range(len(spatial)) if i != column and extents[i] > 1]
     rows = [i for i in others if any(_indexed_by(region, spatial_vars[i]) for region in broadcast)]
     if rows:
-        row = max(rows, key=lambda i: extents[i])
-    else:
-        row = others[-1] if others else -1
-    return spatial, reduce, column, row
+        return spatial, reduce, column, max(rows, key=lambda i: extents[i]), True
+    return spatial, reduce, column, others[-1] if others else -1, False
+
+
+def _fuse_epilogue(sch: Schedule, block: SBlockRV, at: LoopRV) -> None:
+    """Compute the product's lone elementwise consumer (a bias) per register block, at
+    ``at``, when both are outside scans.
+
+    Otherwise the hoisted input GEMM's output goes out to memory and comes back for the
+    bias: at D two passes over 26 MB, more than L3 holds. Fused, the product's buffer
+    shrinks to one block (TVM compacts it to its accesses under ``at``), as MultiLevelTiling's
+    write cache does (its ``reuse_write``, schedule_rule/multi_level_tiling.cc). Inside a
+    step the consumers are postprocs.FuseStepEpilogue's to place.
+    """
+    if block_role(sch, block) != Role.OUTSIDE:
+        return
+    consumers = sch.get_consumers(block)
+    if len(consumers) != 1 or block_role(sch, consumers[0]) != Role.OUTSIDE:
+        return
+    if any(iv.iter_type != DATA_PAR for iv in sch.get(consumers[0]).iter_vars):
+        return
+    try:
+        sch.reverse_compute_at(consumers[0], at, preserve_unit_loops=True)
+    except (s_tir.ScheduleError, ValueError):
+        pass  # the consumer needs more than one block (a transpose, a reduction over rows)
 
 
 def _largest_divisor(extent: int, most: int) -> int:
@@ -131,11 +158,25 @@ class RegisterTiling(PyScheduleRule):
         if not self.registers:
             self.registers = vector_registers(context.target)
 
+    def _most_rows(self) -> int:
+        return max(1, self.registers * 5 // 8 // self.max_vectors)
+
+    def claims(self, sch: Schedule, block: SBlockRV) -> bool:
+        """Whether ``block`` is a matrix-matrix product this rule's block suits: its rows
+        reuse each loaded vector of weights, at least half the row budget of them (5 of
+        AVX-512's 10). There the register block is what oneDNN's kernels are, and
+        :class:`meta_rules.Preferred` offers it alone."""
+        axes = _dense_axes(sch, block, self.lanes)
+        if axes is None or not axes[4]:
+            return False
+        extent = int(sch.get(axes[0][axes[3]]).extent)
+        return 2 * _largest_divisor(extent, self._most_rows()) >= self._most_rows()
+
     def apply(self, sch: Schedule, block: SBlockRV) -> list[Schedule]:
         axes = _dense_axes(sch, block, self.lanes)
         if axes is None:
             return [sch]
-        spatial, reduce, column, row = axes
+        spatial, reduce, column, row, _ = axes
         levels: list[list[LoopRV]] = [[], [], []]  # S0 S1 S2
         rows, columns = [], None
         for index, loop in enumerate(spatial):
@@ -144,8 +185,7 @@ class RegisterTiling(PyScheduleRule):
                 width = self.lanes * _largest_divisor(extent // self.lanes, self.max_vectors)
                 loop, columns = sch.split(loop, [None, width])
             elif index == row:
-                most = max(1, self.registers * 5 // 8 // self.max_vectors)
-                loop, inner = sch.split(loop, [None, _largest_divisor(extent, most)])
+                loop, inner = sch.split(loop, [None, _largest_divisor(extent, self._most_rows())])
                 rows.append(inner)
             tiles = sch.sample_perfect_tile(loop, n=3)
             for level, part in zip(levels, sch.split(loop, tiles)):
@@ -154,6 +194,7 @@ class RegisterTiling(PyScheduleRule):
         sch.vectorize(columns)
         for loop in rows:
             sch.unroll(loop)
+        _fuse_epilogue(sch, block, levels[2][-1])
         return [sch]
 
     def clone(self) -> ScheduleRule:

@@ -182,7 +182,7 @@ def test_provenance_names_a_maker_for_every_instruction(tiny):
     assert [s.python for s in steps] == list(record.trace.as_python())
     makers = {s.made_by for s in steps}
     assert not any(m.startswith("?") or m.startswith("postproc (") for m in makers), makers
-    tiling = "Scoped(Alternatives(MultiLevelTiling, RegisterTiling)"
+    tiling = "Scoped(Preferred(RegisterTiling, Alternatives(MultiLevelTiling, RegisterTiling))"
     assert any(m.startswith(tiling) for m in makers), makers
     assert {"ParallelizeVectorizeUnrollStep", "RewriteStepParallelVectorizeUnroll"} <= makers
 

@@ -50,8 +50,13 @@ def test_dense_blocks_get_a_register_block():
         assert loops[-2].kind == tvm.tirx.ForKind.UNROLLED, name
         reductions = [lp for lp in loops if lp.loop_var.name.startswith("k")]
         assert len(reductions) == 1 and reductions[0].same_as(loops[-3]), name
-    # Elementwise blocks keep their loops.
+    # Elementwise blocks keep their loops; outside the scan, the input GEMM's bias is
+    # computed per register block (4 x 8), under the GEMM's tile loops.
     assert all(lp.kind == tvm.tirx.ForKind.SERIAL for lp in _loops(space, "gates"))
+    gemm, bias = _loops(space, "Xi2h"), _loops(space, "Xi2h_bias")
+    assert [int(lp.extent) for lp in bias[-2:]] == [4, 8]
+    assert len(bias) == len(gemm) - 1 and all(a.same_as(b) for a, b in zip(gemm, bias[:-2]))
+    assert len(_loops(space, "s_h2h_bias")) == 3  # inside the step: FuseStepEpilogue's
 
 
 def test_the_block_follows_the_register_file():
