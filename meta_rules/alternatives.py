@@ -18,6 +18,15 @@ from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
 
+def rule_name(rule: ScheduleRule) -> str:
+    """How provenance names ``rule``: a derived_object's own ``__repr__`` where its Python
+    instance (``_inst``) has one, else the class name."""
+    inner = getattr(rule, "_inst", None)
+    if inner is not None and type(inner).__repr__ is not object.__repr__:
+        return repr(inner)
+    return type(rule).__name__
+
+
 @derived_object
 class Alternatives(PyScheduleRule):
     """The union of what each of ``rules`` makes of a block."""
@@ -42,4 +51,4 @@ class Alternatives(PyScheduleRule):
         return Alternatives([rule.clone() for rule in self.rules])
 
     def __repr__(self) -> str:
-        return f"Alternatives({', '.join(type(rule).__name__ for rule in self.rules)})"
+        return f"Alternatives({', '.join(rule_name(rule) for rule in self.rules)})"

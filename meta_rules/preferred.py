@@ -20,6 +20,8 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
+from .alternatives import rule_name
+
 
 @derived_object
 class Preferred(PyScheduleRule):
@@ -44,5 +46,4 @@ class Preferred(PyScheduleRule):
         return Preferred(self.rule._inst.clone(), self.otherwise.clone())
 
     def __repr__(self) -> str:
-        otherwise = getattr(self.otherwise, "_inst", self.otherwise)
-        return f"Preferred({type(self.rule._inst).__name__}, {otherwise!r})"
+        return f"Preferred({rule_name(self.rule)}, {rule_name(self.otherwise)})"

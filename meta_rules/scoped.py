@@ -20,6 +20,8 @@ from tvm.s_tir.schedule import SBlockRV
 
 from scan_tir.structure import block_role
 
+from .alternatives import rule_name
+
 
 @derived_object
 class Scoped(PyScheduleRule):
@@ -62,7 +64,4 @@ class Scoped(PyScheduleRule):
         return Scoped(self.rule.clone(), self.roles, fallback)
 
     def __repr__(self) -> str:
-        inner = getattr(self.rule, "_inst", None)  # a derived_object's Python instance
-        own_repr = inner is not None and type(inner).__repr__ is not object.__repr__
-        name = repr(inner) if own_repr else type(self.rule).__name__
-        return f"Scoped({name}, {sorted(self.roles)})"
+        return f"Scoped({rule_name(self.rule)}, {sorted(self.roles)})"
