@@ -78,7 +78,7 @@ CONFIGS: dict[str, Shape] = {
 }
 #: Suffixes of a config name, each a variant of its function (combinable: "A-MERGED-FAST"):
 #: -MERGED lowers with merge_updates=True, -FAST applies scan_tir.fast_math.
-VARIANTS = ("-MERGED", "-FAST")
+VARIANTS = ("-MERGED", "-FAST", "-INSTEP")
 # Relax unrolls the LSTM over time: minutes of compile and 7-18 s per call at C and D.
 RELAX_OPT_IN = {"C", "D"}
 FAILED_RUN_S = 1e9  # MetaSchedule records failed builds/runs as run_secs = 1e10
@@ -126,12 +126,16 @@ def target() -> tvm.target.Target:
 # ----------------------------------------------------------------------------- tuning
 
 
-def lstm_module(shape: Shape, merge_updates: bool = False, fast_math: bool = False) -> tvm.IRModule:
+def lstm_module(
+    shape: Shape, merge_updates: bool = False, fast_math: bool = False, copies_in_step: bool = False
+) -> tvm.IRModule:
     """The function that is tuned and measured untuned; Wi/Wh may be repacked by RewriteLayout.
 
     Built afresh from the TE graph each time: the database matches it structurally.
     """
-    func = scan_tir.create_prim_func(lstm_te(shape), merge_updates=merge_updates)
+    func = scan_tir.create_prim_func(
+        lstm_te(shape), merge_updates=merge_updates, copies_in_step=copies_in_step
+    )
     if fast_math:
         func = scan_tir.fast_math(func)
     return tvm.IRModule({"main": scan_tir.layout_free(func, ["Wi", "Wh"])})
@@ -152,8 +156,10 @@ def config_shape(name: str) -> Shape:
 def config_module(name: str) -> tvm.IRModule:
     """The function of a config: with ``-MERGED``, next_c and next_h in one loop nest
     (``create_prim_func(..., merge_updates=True)``), so that the step can be tiled by them;
-    with ``-FAST``, vectorisable exp/sigmoid/tanh (``scan_tir.fast_math``)."""
-    return lstm_module(config_shape(name), "-MERGED" in name, "-FAST" in name)
+    with ``-FAST``, vectorisable exp/sigmoid/tanh (``scan_tir.fast_math``); with
+    ``-INSTEP``, the hidden_states/cell_states copies inside the step
+    (``create_prim_func(..., copies_in_step=True)``)."""
+    return lstm_module(config_shape(name), "-MERGED" in name, "-FAST" in name, "-INSTEP" in name)
 
 
 def tune(label: str, mod: tvm.IRModule, work_dir: Path, args: argparse.Namespace) -> float:
@@ -582,7 +588,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--configs",
         default="A,B,C,D",
         help="comma-separated subset of A,B,C,D, each with optional suffixes -merged "
-        "(merge_updates=True) and -fast (scan_tir.fast_math), e.g. A-fast",
+        "(merge_updates=True), -fast (scan_tir.fast_math) and -instep (copies_in_step=True), "
+        "e.g. D-fast-instep",
     )
     p.add_argument("--trials", type=int, default=64, help="tuning trials to add per config")
     p.add_argument(

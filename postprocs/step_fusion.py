@@ -13,19 +13,26 @@ It is a postproc, not a schedule rule, because TVM 0.27 corrupts its heap when a
 rule runs schedule primitives on the copies MultiLevelTiling forks inside PostOrderApply
 (notes.md); its decision follows from the sampled tiles and parallel limit.
 
-Touches: blocks inside one step only (the reduction's consumers in that step). Runs before
-RewriteStepParallelVectorizeUnroll.
+An elementwise block left at the step's top level after that (because the fusion was
+refused before it: topi's LSTM cell update reads the gates at constant indices) goes under
+the outermost loop of the earlier nest that holds all its producers in the step, when that
+is one nest: a copy of the new state (``create_prim_func(..., copies_in_step=True)``) is
+made row by row, right after the update computes the row, in the update's parallel region
+instead of one of its own.
+
+Touches: blocks inside one step only (the reduction's consumers in that step and the
+consumers of those left unfused). Runs before RewriteStepParallelVectorizeUnroll.
 """
 
 from __future__ import annotations
 
-from tvm import s_tir
+from tvm import s_tir, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 from tvm.s_tir.schedule import LoopRV, SBlockRV
 
-from scan_tir.loop_kinds import free_loops, nested_prefix
+from scan_tir.loop_kinds import block_realize, free_loops, nested_prefix
 from scan_tir.structure import DATA_PAR, STEP_PARALLEL, step_blocks
 
 #: Fusion point when the step runs serially: as deep as a parallel step would go.
@@ -47,6 +54,48 @@ def _fusion_loop(sch: Schedule, block: SBlockRV, limit: int) -> LoopRV | None:
     return at
 
 
+def _vars(expr: tirx.Expr) -> list[tirx.Var]:
+    return list(tirx.analysis.undefined_vars(expr, []))
+
+
+def _splits_a_constant_read(sch: Schedule, consumer: SBlockRV, outer: list[LoopRV]) -> bool:
+    """Does ``consumer`` read, at an index none of its iterators move (topi's
+    ``gates[b, 3, j]``), a dimension that its producer writes in pieces across the loops
+    ``outer`` (the fusion loop and those above it)?
+
+    TVM 0.27's reverse_compute_at does not refuse that: it ignores such an index and puts the
+    consumer under every iteration, where it reads gates that iteration has not computed
+    (and CompactBufferAllocation then shrinks the buffer to one iteration's piece): wrong
+    results, found by tests/test_step_copies.py. Such a consumer is left unfused.
+    """
+    block = sch.get(consumer)
+    own = [iv.var for iv in block.iter_vars]
+    outer_vars = [sch.get(loop).loop_var for loop in outer]
+    for read in block.reads:
+        fixed = [
+            d
+            for d, r in enumerate(read.region)
+            if not any(v.same_as(o) for v in _vars(r.min) for o in own)
+        ]
+        if not fixed:
+            continue
+        for producer in sch.get_producers(consumer):
+            written = sch.get(producer)
+            loops = sch.get_loops(producer)
+            if not loops:
+                continue
+            realize = block_realize(sch, producer, loops[-1])
+            for write in written.writes:
+                if not write.source.same_as(read.source):
+                    continue
+                for d in fixed:
+                    for iv, value in zip(written.iter_vars, realize.iter_values):
+                        moves = any(v.same_as(iv.var) for v in _vars(write.region[d].min))
+                        if moves and any(v.same_as(o) for v in _vars(value) for o in outer_vars):
+                            return True
+    return False
+
+
 def _fuse_consumers(sch: Schedule, step: SBlockRV, limit: int) -> None:
     children = list(sch.get_child_blocks(step))
     for position, block in enumerate(children):
@@ -56,11 +105,15 @@ def _fuse_consumers(sch: Schedule, step: SBlockRV, limit: int) -> None:
         if at is None:
             continue
         at_node = sch.get(at)
+        loops = sch.get_loops(block)
+        outer = loops[: [sch.get(lp).same_as(at_node) for lp in loops].index(True) + 1]
         for consumer in children[position + 1 :]:
             if _is_reduction(sch, consumer):
                 break
             if any(sch.get(lp).same_as(at_node) for lp in sch.get_loops(consumer)):
                 continue  # already inside (MultiLevelTiling's cache-write block)
+            if _splits_a_constant_read(sch, consumer, outer):
+                break
             try:
                 sch.reverse_compute_at(consumer, at, preserve_unit_loops=True)
             except (s_tir.ScheduleError, ValueError):
@@ -68,6 +121,25 @@ def _fuse_consumers(sch: Schedule, step: SBlockRV, limit: int) -> None:
                 # gave up (a constant index into the reduction's output): leave the rest.
                 break
         return  # one fused region per step
+
+
+def _fuse_into_producers(sch: Schedule, step: SBlockRV) -> None:
+    for block in sch.get_child_blocks(step):
+        loops = sch.get_loops(block)
+        if _is_reduction(sch, block) or not loops:
+            continue
+        roots = [sch.get_loops(p) for p in sch.get_producers(block)]
+        if not roots or any(not r for r in roots):
+            continue
+        root = roots[0][0]
+        if any(not sch.get(r[0]).same_as(sch.get(root)) for r in roots):
+            continue  # producers in several nests (the LSTM's h: the gates and next_c)
+        if sch.get(loops[0]).same_as(sch.get(root)) or _splits_a_constant_read(sch, block, [root]):
+            continue
+        try:
+            sch.reverse_compute_at(block, root, preserve_unit_loops=True)
+        except (s_tir.ScheduleError, ValueError):
+            pass  # the block needs more of its producer than one iteration of the root gives
 
 
 @derived_object
@@ -81,6 +153,7 @@ class FuseStepEpilogue(PyPostproc):
         for step, scan in step_blocks(sch):
             limit = int(scan.step.annotations.get(STEP_PARALLEL, 0))
             _fuse_consumers(sch, step, limit if limit > 1 else _DEFAULT_LIMIT)
+            _fuse_into_producers(sch, step)
         return True
 
     def clone(self) -> Postproc:

@@ -20,6 +20,7 @@ from tvm.s_tir.analysis import get_sblock_read_write_region
 from .errors import ScanLoweringError
 from .graph import Graph, analyse
 from .scan_lowering import lower_scan, renamed
+from .step_copies import StepCopy, find_step_copies
 from .structure import SCAN
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
 
@@ -28,6 +29,7 @@ def create_prim_func(
     ops: Sequence[te.Tensor | tirx.Var],
     index_dtype_override: str | None = None,
     merge_updates: bool = False,
+    copies_in_step: bool = False,
 ) -> tirx.PrimFunc:
     """Lower a TE graph that may contain ``te.scan`` to an S-TIR PrimFunc.
 
@@ -41,8 +43,12 @@ def create_prim_func(
     ``merge_updates``: write a scan's elementwise state updates that can share one loop
     nest (topi's LSTM: ``next_c`` and ``next_h``) as one multi-output compute, so that a
     step can be tiled by its outputs (scan_tir/update_merge.py, meta_rules.TileStepOutputs).
-    Off by default: it changes the function, and tuning databases match functions
-    structurally.
+    ``copies_in_step``: compute a copy of every step's new state (topi's ``hidden_states``,
+    ``cell_states``) inside the step, from the rows just written, instead of in a pass
+    over the whole state after the scan (scan_tir/step_copies.py).
+
+    Both are off by default: they change the function, and tuning databases match
+    functions structurally.
     """
     ops = list(ops) if isinstance(ops, (list, tuple, tvm_ffi.Array)) else [ops]
     for i, x in enumerate(ops):
@@ -55,14 +61,18 @@ def create_prim_func(
     graph = analyse(tensors)
     if not graph.has_scan:
         return te.create_prim_func(ops, index_dtype_override)
-    mapping = _rewrite(graph, merge_updates)
+    copies = find_step_copies(graph) if copies_in_step else {}
+    mapping = _rewrite(graph, merge_updates, copies)
     new_ops = [mapping.get(tensor_key(x), x) if isinstance(x, te.Tensor) else x for x in ops]
     func = te.create_prim_func(new_ops, index_dtype_override)
     return _unique_block_names(_complete_scan_blocks(func))
 
 
-def _rewrite(graph: Graph, merge_updates: bool) -> dict[tuple, te.Tensor]:
-    """Map every tensor of the outer graph to its counterpart in the scan-free graph."""
+def _rewrite(
+    graph: Graph, merge_updates: bool, copies: dict[te.ScanOp, list[StepCopy]]
+) -> dict[tuple, te.Tensor]:
+    """Map every tensor of the outer graph to its counterpart in the scan-free graph; a
+    step copy's to the extra output of its scan's extern."""
     mapping: dict[tuple, te.Tensor] = {}
 
     def outer(tensor: te.Tensor) -> te.Tensor:
@@ -70,9 +80,14 @@ def _rewrite(graph: Graph, merge_updates: bool) -> dict[tuple, te.Tensor]:
 
     for op in graph.order:
         if isinstance(op, te.ScanOp):
-            outputs = lower_scan(graph.scans[op], outer, merge_updates)
-            for i, out in enumerate(outputs):
-                mapping[tensor_key(op.output(i))] = out
+            own = copies.get(op, [])
+            outputs = lower_scan(graph.scans[op], outer, merge_updates, own)
+            originals = [op.output(i) for i in range(op.num_outputs)]
+            originals += [c.op.output(0) for c in own]
+            for original, out in zip(originals, outputs, strict=True):
+                mapping[tensor_key(original)] = out
+            continue
+        if tensor_key(op.output(0)) in mapping:  # a step copy, written by its scan
             continue
         if not any(tensor_key(t) in mapping for t in op.input_tensors):
             continue

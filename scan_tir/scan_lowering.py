@@ -10,6 +10,7 @@ What one scan becomes (notes.md, section 1, says what else was tried and why not
                 <state>_prev = match_buffer(state[v_t + init_rows - 1, ...])
                 <update>     = match_buffer(state[v_t + init_rows, ...])
                 <input>_t    = match_buffer(input[f(v_t), ...])
+                <copy>       = match_buffer(copy[v_t, ...])   # copies_in_step only
                 ... ordinary spatial/reduce blocks of one step ...
 
 The per-step blocks are made by ``te.create_prim_func`` itself, from a "step graph": each
@@ -26,7 +27,7 @@ the other ops and binds its buffers; convert.py gives it its access regions.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import tvm_ffi
 from tvm import s_tir, te, tirx
@@ -37,6 +38,7 @@ from tvm.sym import Analyzer
 
 from .errors import ScanLoweringError
 from .graph import ScanBody
+from .step_copies import StepCopy, copy_compute
 from .structure import ORDERED, SCAN, SCAN_INIT, SCAN_STEP
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, mentions, tensor_key
 from .update_merge import merge_updates
@@ -124,10 +126,16 @@ class _StepBuilder:
     """Builds one scan's nest; holds the per-scan tables that the read mapping fills."""
 
     def __init__(
-        self, body: ScanBody, outer: Callable[[te.Tensor], te.Tensor], merge: bool = False
+        self,
+        body: ScanBody,
+        outer: Callable[[te.Tensor], te.Tensor],
+        merge: bool = False,
+        copies: Sequence[StepCopy] = (),
     ):
         self.body = body
         self.merge = merge
+        self.copies = list(copies)
+        self.copy_buffers = [_buffer_for(c.op.output(0)) for c in self.copies]
         self.scan = body.op
         self.outer = outer
         self.analyzer = Analyzer()
@@ -263,8 +271,9 @@ class _StepBuilder:
         renames: dict[str, str] = {}
         if self.merge:
             updates, renames = merge_updates(updates)
+        copies = [copy_compute(updates[c.state], c) for c in self.copies]
         stand_ins = [v for v, _, _ in self.views] + list(self.wholes.values())
-        func = te.create_prim_func(stand_ins + updates)
+        func = te.create_prim_func(stand_ins + updates + copies)
         params = list(func.params)
         mapping: list[tuple[Var, Var]] = []
         matches = []
@@ -274,17 +283,21 @@ class _StepBuilder:
             matches.append(s_tir.MatchBufferRegion(view, _slice(source, leading)))
         for param, key in zip(params[len(self.views) :], self.wholes):
             mapping.append((param, self.input_buffers[key]))
-        for param, j in zip(params[len(stand_ins) :], range(len(updates))):
-            view = _view_buffer(param, renames.get(str(param.name)))
+        # (buffer, row written by step v_t): a copy's row v_t is state row now
+        written = [(b, self.now) for b in self.state_buffers]
+        written += [(b, self.step_var) for b in self.copy_buffers]
+        for param, (buffer, row) in zip(params[len(stand_ins) :], written):
+            name = f"{buffer.name}_t" if row is self.step_var else renames.get(str(param.name))
+            view = _view_buffer(param, name)
             mapping.append((param, view))
-            matches.append(s_tir.MatchBufferRegion(view, _slice(self.state_buffers[j], self.now)))
+            matches.append(s_tir.MatchBufferRegion(view, _slice(buffer, row)))
         root = _root_block(func)
         iter_var = tirx.IterVar(Range.from_min_extent(0, self.extent), self.step_var, ORDERED)
         body = _rename_blocks(substitute_buffers(root.body, mapping), renames)
         alloc = list(root.alloc_buffers)
         name = f"{self.scan.name}_step"
         unfilled = s_tir.SBlock([iter_var], [], [], name, body, None, alloc, matches)
-        outside = [*self.state_buffers, *self.input_buffers.values()]
+        outside = [*self.state_buffers, *self.copy_buffers, *self.input_buffers.values()]
         reads, writes = get_sblock_read_write_region(unfilled, {b: b for b in outside})
         annotations = {SCAN_STEP: self.scan.name}
         return s_tir.SBlock(
@@ -308,7 +321,7 @@ class _StepBuilder:
         return copies
 
     def build(self) -> list[te.Tensor]:
-        copies = self.init_copies()
+        inits = self.init_copies()
         step = self.step_block()
         loop = tirx.For(
             self.loop_var,
@@ -317,14 +330,15 @@ class _StepBuilder:
             tirx.ForKind.SERIAL,
             s_tir.SBlockRealize([self.loop_var], True, step),
         )
-        nest = tirx.SeqStmt([*copies, loop])
+        nest = tirx.SeqStmt([*inits, loop])
+        out_buffers = [*self.state_buffers, *self.copy_buffers]
         outputs = te.extern(
-            [list(b.shape) for b in self.state_buffers],
+            [list(b.shape) for b in out_buffers],
             [self.outer(t) for t in self.inputs],
             lambda ins, outs: nest,
             name=self.scan.name,
             in_buffers=[self.input_buffers[tensor_key(t)] for t in self.inputs],
-            out_buffers=self.state_buffers,
+            out_buffers=out_buffers,
             attrs={SCAN: self.scan.name},
         )
         return [outputs] if isinstance(outputs, te.Tensor) else list(outputs)
@@ -343,11 +357,15 @@ def _provably_below(analyzer: Analyzer, index: tirx.Expr, rows: tirx.Expr) -> bo
 
 
 def lower_scan(
-    body: ScanBody, outer: Callable[[te.Tensor], te.Tensor], merge_updates: bool = False
+    body: ScanBody,
+    outer: Callable[[te.Tensor], te.Tensor],
+    merge_updates: bool = False,
+    copies: Sequence[StepCopy] = (),
 ) -> list[te.Tensor]:
-    """The scan's outputs, now produced by a ``te.extern`` that holds its S-TIR nest.
+    """The scan's outputs, then those of ``copies``, now produced by a ``te.extern`` that
+    holds its S-TIR nest.
 
     ``outer`` maps a tensor of the original graph to its rewritten version;
-    ``merge_updates``: see update_merge.py.
+    ``merge_updates``: see update_merge.py; ``copies``: step_copies.py.
     """
-    return _StepBuilder(body, outer, merge_updates).build()
+    return _StepBuilder(body, outer, merge_updates, copies).build()

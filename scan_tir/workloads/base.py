@@ -84,13 +84,19 @@ class Workload:
         return self.recurrence.build(**self.sizes)
 
     def prim_func(
-        self, tag: bool = True, merge_updates: bool = False, fast_math: bool = False
+        self,
+        tag: bool = True,
+        merge_updates: bool = False,
+        fast_math: bool = False,
+        copies_in_step: bool = False,
     ) -> tirx.PrimFunc:
         """The lowered function, weights marked layout-free; tagged with the workload unless
         ``tag`` is False (the tag is part of the function, so of the database's key).
-        ``merge_updates``: see :func:`scan_tir.create_prim_func`; ``fast_math``: rewritten
-        by :func:`scan_tir.fast_math`."""
-        func = create_prim_func(self.tensors(), merge_updates=merge_updates)
+        ``merge_updates``, ``copies_in_step``: see :func:`scan_tir.create_prim_func`;
+        ``fast_math``: rewritten by :func:`scan_tir.fast_math`."""
+        func = create_prim_func(
+            self.tensors(), merge_updates=merge_updates, copies_in_step=copies_in_step
+        )
         if fast_math:
             func = rewrite_fast_math(func)
         weights = self.recurrence.layout_free

@@ -1,0 +1,79 @@
+"""Copies of a scan's new states, written inside the step (``copies_in_step=True``).
+
+topi's LSTM returns ``hidden_states[t] = scan_h[t + 1]``: a te.compute that copies each
+step's new state out of the scan's state buffer, whose first row is the init. Lowered as
+written it is a pass after the scan over the whole state buffer, reading back rows the
+steps wrote long before: at config D two copies of 6.5 MB, about 0.5 ms of a 28 ms call
+(notes.md, section 3). Inside the step, the copy reads the new rows while they are in
+cache; the step then writes row ``v_t`` of the copy through a ``match_buffer`` view, as it
+writes row ``v_t + init_rows`` of the state.
+
+What counts as such a copy: a te.compute outside every scan whose whole body is one read
+of a scan output at ``[t + init_rows, i1, ..., in]`` (its own axes, in order, the first
+shifted by the scan's init rows), over exactly the scan's steps and the state's other
+extents, of the state's dtype. Anything else (the last state alone, a transpose, a copy
+with arithmetic) stays outside the scan, as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tvm import te
+from tvm.sym import Analyzer
+
+from .graph import Graph
+from .te_rewrite import is_tensor_load
+
+
+@dataclass(frozen=True)
+class StepCopy:
+    """``op`` copies every computed row of state ``state`` of its scan."""
+
+    op: te.ComputeOp
+    state: int
+
+
+def _copied_state(op: te.Operation, analyzer: Analyzer) -> tuple[te.ScanOp, int] | None:
+    """(scan, state index) if ``op`` is a step copy of one of the scan's states."""
+    if not isinstance(op, te.ComputeOp) or op.num_outputs != 1 or list(op.reduce_axis):
+        return None
+    read = op.body[0]
+    if not is_tensor_load(read):
+        return None
+    source, index = read.args[0], list(read.args[1:])
+    if not isinstance(source.op, te.ScanOp):
+        return None
+    scan, j = source.op, source.value_index
+    state = scan.state_placeholder[j]
+    axes = list(op.axis)
+    shape = list(state.shape)
+    if not (len(index) == len(axes) == len(shape)) or op.output(0).dtype != state.dtype:
+        return None
+    rows = scan.init[j].shape[0]
+    if not analyzer.can_prove_equal(index[0], axes[0].var + rows):
+        return None
+    if not analyzer.can_prove_equal(axes[0].dom.extent, shape[0] - rows):
+        return None
+    for k in range(1, len(axes)):
+        if not index[k].same_as(axes[k].var):
+            return None
+        if not analyzer.can_prove_equal(axes[k].dom.extent, shape[k]):
+            return None
+    return scan, j
+
+
+def find_step_copies(graph: Graph) -> dict[te.ScanOp, list[StepCopy]]:
+    """The step copies of each scan of ``graph``, in the graph's order."""
+    analyzer = Analyzer()
+    copies: dict[te.ScanOp, list[StepCopy]] = {}
+    for op in graph.order:
+        found = _copied_state(op, analyzer)
+        if found is not None and found[0] in graph.scans:
+            copies.setdefault(found[0], []).append(StepCopy(op, found[1]))
+    return copies
+
+
+def copy_compute(update: te.Tensor, copy: StepCopy) -> te.Tensor:
+    """The copy of one step: the update of that step, under the copy's name."""
+    return te.compute(update.shape, lambda *i: update(*i), name=copy.op.name)

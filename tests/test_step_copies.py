@@ -1,0 +1,145 @@
+"""create_prim_func(..., copies_in_step=True): a copy of each step's new state, made inside
+the step (scan_tir/step_copies.py), and FuseStepEpilogue putting it under its update."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+import tvm_ffi
+from test_lstm import lstm_case, run_and_check
+from test_workloads import SMALL, TARGET, _assert_close, _outputs, _with_seq, tune_and_replay
+from tvm import s_tir, te
+from tvm.s_tir import meta_schedule as ms
+from util import compile_func, run
+
+import scan_tir
+from postprocs import FuseStepEpilogue, RewriteStepParallelVectorizeUnroll
+from scan_tir.invariants import expected_scans
+from scan_tir.structure import STEP_PARALLEL, STEP_VECTORIZE
+from scan_tir.tuning import build_candidate
+from scan_tir.workloads import get
+
+
+def _names(stmt) -> list[str]:
+    found: list[str] = []
+    tvm_ffi.structural_walk(stmt, (s_tir.SBlock, lambda b: found.append(str(b.name_hint))))
+    return found
+
+
+def _cumsum(n: int = 8):
+    """A running sum whose output is its state at t + 1 (one copy), and two ops that are
+    not copies: the state doubled, and the last row."""
+    length = te.var("seq")
+    x = te.placeholder((length, n), name="x")
+    state = te.placeholder((length + 1, n), name="state")
+    init = te.compute((1, n), lambda _, i: te.const(0, "float32"), name="init")
+    update = te.compute((length + 1, n), lambda t, i: state[t - 1, i] + x[t - 1, i], name="add")
+    scan = te.scan(init, update, state, name="sums")
+    copy = te.compute((length, n), lambda t, i: scan[t + 1, i], name="out")
+    doubled = te.compute((length, n), lambda t, i: scan[t + 1, i] * 2, name="doubled")
+    last = te.compute((n,), lambda i: scan[length, i], name="last")
+    return x, copy, doubled, last
+
+
+def test_copies_move_into_the_step_and_others_stay_outside():
+    func = scan_tir.create_prim_func(list(_cumsum()), copies_in_step=True)
+    (scan,) = scan_tir.find_scans(func)
+    inside = _names(scan.step.body)
+    assert "out" in inside
+    assert "doubled" not in inside and "last" not in inside
+    assert {"doubled", "last"} <= set(_names(func.body))
+    views = {str(m.buffer.name): m.source for m in scan.step.match_buffers}
+    out_view = views["out_t"]
+    assert str(out_view.source.name) == "out"
+    assert out_view.region[0].min.same_as(scan.step.iter_vars[0].var)  # row v_t
+
+
+@pytest.mark.parametrize("length", [1, 7, 1024])
+def test_symbolic_length_module_right_at_every_length(length):
+    """One module, with the copy in the step, at every length (2 threads, conftest)."""
+    lib = compile_func(scan_tir.create_prim_func(list(_cumsum()), copies_in_step=True))
+    xv = np.random.default_rng(length).standard_normal((length, 8)).astype("float32")
+    got, doubled, last = run(lib, [xv], [(length, 8), (length, 8), (8,)])
+    want = np.cumsum(xv, axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(doubled, 2 * want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(last, want[-1], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"proj": True}, {"peephole": True, "reverse": True}, {"init": False, "bias": False}],
+)
+def test_topi_lstm_at_1024_steps(options):
+    args, hs, cs = lstm_case(1024, **options)
+    func = scan_tir.create_prim_func([*args.values(), hs, cs], copies_in_step=True)
+    (scan,) = scan_tir.find_scans(func)
+    assert {"hidden_states", "cell_states"} <= set(_names(scan.step.body))
+    run_and_check(compile_func(func), args, 1024, **options)
+
+
+@pytest.mark.parametrize("merge", [False, True])
+def test_with_merged_updates(merge):
+    args, hs, cs = lstm_case(1024)
+    func = scan_tir.create_prim_func(
+        [*args.values(), hs, cs], merge_updates=merge, copies_in_step=True
+    )
+    run_and_check(compile_func(func), args, 1024)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_every_recurrence_at_1024_steps(name):
+    workload = get(name, **_with_seq(name, 1024, 2))
+    func = workload.prim_func(copies_in_step=True)
+    got, ref = _outputs(workload, compile_func(func), workload.input_arrays(seed=5))
+    _assert_close(got, ref)
+
+
+def _split_gates_and_fuse(func):
+    """The step of topi's LSTM with its gate axis split above the product's fusion loop (as
+    at config D), then FuseStepEpilogue and the step rewrite (limits 16)."""
+    sch = s_tir.Schedule(func)
+    step = sch.get_sblock("lstm_scan_step")
+    sch.annotate(step, STEP_PARALLEL, 16)
+    sch.annotate(step, STEP_VECTORIZE, 16)
+    b, i, _, _ = sch.get_loops(sch.get_sblock("s_h2h"))
+    gate_outer, _ = sch.split(i, [2, 2])
+    sch.reorder(gate_outer, b)
+    assert FuseStepEpilogue().apply(sch)
+    return sch
+
+
+def _parallel_loops_per_step(sch) -> int:
+    assert RewriteStepParallelVectorizeUnroll().apply(sch)
+    (scan,) = scan_tir.find_scans(sch.mod["main"])
+    kinds: list = []
+    tvm_ffi.structural_walk(scan.step.body, (tvm.tirx.For, lambda loop: kinds.append(loop.kind)))
+    return kinds.count(tvm.tirx.ForKind.PARALLEL)
+
+
+def test_fuse_step_epilogue_puts_each_copy_under_its_update():
+    """The cell update stays out of the tiles (it reads the gates at constant indices);
+    each copy goes under the loop of the update it copies, so the step forks as often as
+    without the copies. Correct at 1024 steps."""
+    workload = get("lstm", seq=1024, batch=8, input=6, hidden=32)
+    sch = _split_gates_and_fuse(workload.prim_func(copies_in_step=True))
+    for copy, update in (("hidden_states", "next_h"), ("cell_states", "next_c")):
+        outer = sch.get_loops(sch.get_sblock(update))[0]
+        assert sch.get(sch.get_loops(sch.get_sblock(copy))[0]).same_as(sch.get(outer))
+    without = _split_gates_and_fuse(workload.prim_func())
+    assert _parallel_loops_per_step(sch) == _parallel_loops_per_step(without)
+    scheduled = sch.mod["main"]
+    assert scan_tir.scan_violations(scheduled, expected_scans(sch.mod)["main"]) == []
+    got, ref = _outputs(workload, compile_func(scheduled), workload.input_arrays(seed=6))
+    _assert_close(got, ref)
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru"])
+def test_tuned_records_replay_correct(name, tmp_path):
+    """Tuned through scan_space with the copies in the step; every record replayed at 1024
+    steps against numpy, with the scan invariants."""
+    builder = ms.builder.LocalBuilder(max_workers=1, f_build=build_candidate)
+    workload = get(name, **_with_seq(name, 1024, 2))
+    func = workload.prim_func(copies_in_step=True)
+    tune_and_replay(workload, func, scan_tir.scan_space(TARGET), builder, tmp_path)
