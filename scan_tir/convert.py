@@ -20,7 +20,7 @@ from tvm.s_tir.analysis import get_sblock_read_write_region
 from .errors import ScanLoweringError
 from .graph import Graph, analyse
 from .scan_lowering import lower_scan, renamed
-from .step_copies import StepCopy, find_step_copies
+from .step_copies import StepCopy, find_step_copies, private_states
 from .structure import SCAN
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
 
@@ -45,7 +45,8 @@ def create_prim_func(
     step can be tiled by its outputs (scan_tir/update_merge.py, meta_rules.TileStepOutputs).
     ``copies_in_step``: compute a copy of every step's new state (topi's ``hidden_states``,
     ``cell_states``) inside the step, from the rows just written, instead of in a pass
-    over the whole state after the scan (scan_tir/step_copies.py).
+    over the whole state after the scan; a state then read by nothing else keeps two rows
+    (scan_tir/step_copies.py).
 
     Both are off by default: they change the function, and tuning databases match
     functions structurally.
@@ -62,14 +63,18 @@ def create_prim_func(
     if not graph.has_scan:
         return te.create_prim_func(ops, index_dtype_override)
     copies = find_step_copies(graph) if copies_in_step else {}
-    mapping = _rewrite(graph, merge_updates, copies)
+    private = private_states(graph, tensors, copies)
+    mapping = _rewrite(graph, merge_updates, copies, private)
     new_ops = [mapping.get(tensor_key(x), x) if isinstance(x, te.Tensor) else x for x in ops]
     func = te.create_prim_func(new_ops, index_dtype_override)
     return _unique_block_names(_complete_scan_blocks(func))
 
 
 def _rewrite(
-    graph: Graph, merge_updates: bool, copies: dict[te.ScanOp, list[StepCopy]]
+    graph: Graph,
+    merge_updates: bool,
+    copies: dict[te.ScanOp, list[StepCopy]],
+    private: dict[te.ScanOp, list[int]],
 ) -> dict[tuple, te.Tensor]:
     """Map every tensor of the outer graph to its counterpart in the scan-free graph; a
     step copy's to the extra output of its scan's extern."""
@@ -81,7 +86,7 @@ def _rewrite(
     for op in graph.order:
         if isinstance(op, te.ScanOp):
             own = copies.get(op, [])
-            outputs = lower_scan(graph.scans[op], outer, merge_updates, own)
+            outputs = lower_scan(graph.scans[op], outer, merge_updates, own, private.get(op, []))
             originals = [op.output(i) for i in range(op.num_outputs)]
             originals += [c.op.output(0) for c in own]
             for original, out in zip(originals, outputs, strict=True):

@@ -131,10 +131,13 @@ class _StepBuilder:
         outer: Callable[[te.Tensor], te.Tensor],
         merge: bool = False,
         copies: Sequence[StepCopy] = (),
+        private: Sequence[int] = (),
     ):
         self.body = body
         self.merge = merge
         self.copies = list(copies)
+        self.private = list(private)
+        self.folded: list[Var] = []  # state buffers of two rows (step_copies.py)
         self.copy_buffers = [_buffer_for(c.op.output(0)) for c in self.copies]
         self.scan = body.op
         self.outer = outer
@@ -260,6 +263,30 @@ class _StepBuilder:
             self.steps[tensor_key(op.output(i))] = step_op.output(i)
         return self.steps[key]
 
+    # -- folding -----------------------------------------------------------------------------
+    def fold_private_states(self) -> None:
+        """Give each private state read only at t-1 (and with one init row) two rows."""
+        if not (isinstance(self.init_rows, tirx.IntImm) and self.init_rows.value == 1):
+            return
+        prev = self.analyzer.simplify(self.now - 1)
+        for j in self.private:
+            old = self.state_buffers[j]
+            leads = [lead for _, src, lead in self.views if src.same_as(old)]
+            if not all(tvm_ffi.structural_equal(lead, prev) for lead in leads):
+                continue
+            new = tirx.decl_buffer(
+                [2, *list(old.shape)[1:]], old.dtype, old.name, scope="global", layout=None
+            )
+            self.state_buffers[j] = new
+            self.folded.append(new)
+            self.views = [(v, new if src.same_as(old) else src, t) for v, src, t in self.views]
+
+    def row(self, buffer: Var, row: tirx.Expr) -> tirx.Expr:
+        """Where row ``row`` of ``buffer`` lives: ``row % 2`` in a folded state."""
+        if any(buffer.same_as(b) for b in self.folded):
+            return tirx.floormod(row, 2)
+        return row
+
     # -- assembly --------------------------------------------------------------------------
     def step_block(self) -> s_tir.SBlock:
         updates = [self.step_tensor(u) for u in self.body.updates]
@@ -271,6 +298,7 @@ class _StepBuilder:
         renames: dict[str, str] = {}
         if self.merge:
             updates, renames = merge_updates(updates)
+        self.fold_private_states()
         copies = [copy_compute(updates[c.state], c) for c in self.copies]
         stand_ins = [v for v, _, _ in self.views] + list(self.wholes.values())
         func = te.create_prim_func(stand_ins + updates + copies)
@@ -280,7 +308,7 @@ class _StepBuilder:
         for param, (_, source, leading) in zip(params, self.views):
             view = _view_buffer(param)
             mapping.append((param, view))
-            matches.append(s_tir.MatchBufferRegion(view, _slice(source, leading)))
+            matches.append(s_tir.MatchBufferRegion(view, _slice(source, self.row(source, leading))))
         for param, key in zip(params[len(self.views) :], self.wholes):
             mapping.append((param, self.input_buffers[key]))
         # (buffer, row written by step v_t): a copy's row v_t is state row now
@@ -290,7 +318,7 @@ class _StepBuilder:
             name = f"{buffer.name}_t" if row is self.step_var else renames.get(str(param.name))
             view = _view_buffer(param, name)
             mapping.append((param, view))
-            matches.append(s_tir.MatchBufferRegion(view, _slice(buffer, row)))
+            matches.append(s_tir.MatchBufferRegion(view, _slice(buffer, self.row(buffer, row))))
         root = _root_block(func)
         iter_var = tirx.IterVar(Range.from_min_extent(0, self.extent), self.step_var, ORDERED)
         body = _rename_blocks(substitute_buffers(root.body, mapping), renames)
@@ -321,8 +349,10 @@ class _StepBuilder:
         return copies
 
     def build(self) -> list[te.Tensor]:
+        for init in self.scan.init:
+            self.input_buffer(init)  # the inits first among the extern's inputs
+        step = self.step_block()  # before the init copies: it may fold the state buffers
         inits = self.init_copies()
-        step = self.step_block()
         loop = tirx.For(
             self.loop_var,
             tirx.const(0, self.extent.ty.dtype),
@@ -361,11 +391,13 @@ def lower_scan(
     outer: Callable[[te.Tensor], te.Tensor],
     merge_updates: bool = False,
     copies: Sequence[StepCopy] = (),
+    private: Sequence[int] = (),
 ) -> list[te.Tensor]:
     """The scan's outputs, then those of ``copies``, now produced by a ``te.extern`` that
     holds its S-TIR nest.
 
     ``outer`` maps a tensor of the original graph to its rewritten version;
-    ``merge_updates``: see update_merge.py; ``copies``: step_copies.py.
+    ``merge_updates``: see update_merge.py; ``copies``, ``private`` (indices of states
+    nothing outside the scan reads): step_copies.py.
     """
-    return _StepBuilder(body, outer, merge_updates, copies).build()
+    return _StepBuilder(body, outer, merge_updates, copies, private).build()

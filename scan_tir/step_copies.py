@@ -8,6 +8,12 @@ steps wrote long before: at config D two copies of 6.5 MB, about 0.5 ms of a 28 
 cache; the step then writes row ``v_t`` of the copy through a ``match_buffer`` view, as it
 writes row ``v_t + init_rows`` of the state.
 
+A state that nothing outside the scan reads any more (its copies are inside, and it is not
+an output of the function) and that the step reads only at ``t - 1`` then needs only two
+rows, the one a step reads and the one it writes: the scan lowering folds it to
+``(2, ...)``, row ``t % 2`` (:func:`private_states`), so that the steps write into the same
+two cached rows instead of a fresh row each (at D, 0.15 ms of 28: notes.md, section 3).
+
 What counts as such a copy: a te.compute outside every scan whose whole body is one read
 of a scan output at ``[t + init_rows, i1, ..., in]`` (its own axes, in order, the first
 shifted by the scan's init rows), over exactly the scan's steps and the state's other
@@ -23,7 +29,7 @@ from tvm import te
 from tvm.sym import Analyzer
 
 from .graph import Graph
-from .te_rewrite import is_tensor_load
+from .te_rewrite import is_tensor_load, tensor_key
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,27 @@ def find_step_copies(graph: Graph) -> dict[te.ScanOp, list[StepCopy]]:
         if found is not None and found[0] in graph.scans:
             copies.setdefault(found[0], []).append(StepCopy(op, found[1]))
     return copies
+
+
+def private_states(
+    graph: Graph, outputs: list[te.Tensor], copies: dict[te.ScanOp, list[StepCopy]]
+) -> dict[te.ScanOp, list[int]]:
+    """For each scan with copies, the states that no op outside it (its copies aside) and no
+    function output reads."""
+    read = {tensor_key(t) for t in outputs}
+    copy_ops = {c.op for cs in copies.values() for c in cs}
+    for op in graph.order:
+        if op in copy_ops:
+            continue
+        if isinstance(op, te.ScanOp):
+            inputs = list(op.init) + graph.scans[op].inputs
+        else:
+            inputs = list(op.input_tensors)
+        read.update(tensor_key(t) for t in inputs)
+    return {
+        scan: [j for j in range(scan.num_outputs) if tensor_key(scan.output(j)) not in read]
+        for scan in copies
+    }
 
 
 def copy_compute(update: te.Tensor, copy: StepCopy) -> te.Tensor:

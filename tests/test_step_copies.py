@@ -55,6 +55,53 @@ def test_copies_move_into_the_step_and_others_stay_outside():
     assert out_view.region[0].min.same_as(scan.step.iter_vars[0].var)  # row v_t
 
 
+def _rows(func, name: str):
+    """The first extent of the root buffer ``name``: an int, or the expression if symbolic."""
+    (buffer,) = [b for b in func.body.block.alloc_buffers if str(b.name) == name]
+    rows = buffer.shape[0]
+    return int(rows) if isinstance(rows, tvm.tirx.IntImm) else rows
+
+
+def test_states_nothing_else_reads_keep_two_rows():
+    """topi's LSTM: both states are read only by their copies (now in the step) and by the
+    step at t-1, so each keeps two rows; the running sum's state, still read outside
+    (doubled, last), keeps every row."""
+    args, hs, cs = lstm_case(1024)
+    func = scan_tir.create_prim_func([*args.values(), hs, cs], copies_in_step=True)
+    assert _rows(func, "lstm_scan_h_state") == 2 and _rows(func, "lstm_scan_c_state") == 2
+    plain = scan_tir.create_prim_func([*args.values(), hs, cs])
+    assert _rows(plain, "lstm_scan_h_state") == 1025
+    x, copy, doubled, last = _cumsum()
+    func = scan_tir.create_prim_func([x, copy, doubled, last], copies_in_step=True)
+    assert not isinstance(_rows(func, "sums"), int)  # seq + 1
+    assert _rows(scan_tir.create_prim_func([x, copy], copies_in_step=True), "sums") == 2
+
+
+def test_second_order_recurrence_keeps_every_row():
+    """A state read at t-1 and t-2 (two init rows) is not folded; right at 1024 steps."""
+    n, length = 4, 1024
+    x = te.placeholder((length, n), name="x")
+    state = te.placeholder((length + 2, n), name="state")
+    init = te.compute((2, n), lambda _, i: te.const(1, "float32"), name="init")
+    update = te.compute(
+        (length + 2, n),
+        lambda t, i: 0.5 * state[t - 1, i] + 0.25 * state[t - 2, i] + x[t - 2, i],
+        name="upd",
+    )
+    scan = te.scan(init, update, state, name="second")
+    out = te.compute((length, n), lambda t, i: scan[t + 2, i], name="out")
+    func = scan_tir.create_prim_func([x, out], copies_in_step=True)
+    assert _rows(func, "second") == length + 2
+    (scan_nest,) = scan_tir.find_scans(func)
+    assert "out" in _names(scan_nest.step.body)
+    xv = np.random.default_rng(2).standard_normal((length, n)).astype("float32")
+    (got,) = run(compile_func(func), [xv], [(length, n)])
+    want = np.ones((length + 2, n))
+    for t in range(length):
+        want[t + 2] = 0.5 * want[t + 1] + 0.25 * want[t] + xv[t]
+    np.testing.assert_allclose(got, want[2:], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("length", [1, 7, 1024])
 def test_symbolic_length_module_right_at_every_length(length):
     """One module, with the copy in the step, at every length (2 threads, conftest)."""
