@@ -12,7 +12,7 @@ A state that nothing outside the scan reads any more (its copies are inside, and
 an output of the function) and that the step reads only at ``t - 1`` then needs only two
 rows, the one a step reads and the one it writes: the scan lowering folds it to
 ``(2, ...)``, row ``t % 2`` (:func:`private_states`), so that the steps write into the same
-two cached rows instead of a fresh row each (at D, 0.15 ms of 28: notes.md, section 3).
+two cached rows instead of a fresh row each.
 
 What counts as such a copy: a te.compute outside every scan whose whole body is one read
 of a scan output at ``[t + init_rows, i1, ..., in]`` (its own axes, in order, the first
