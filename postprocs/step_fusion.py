@@ -58,6 +58,27 @@ def _vars(expr: tirx.Expr) -> list[tirx.Var]:
     return list(tirx.analysis.undefined_vars(expr, []))
 
 
+def _moves_with(sch: Schedule, producer: SBlockRV, buffer, dims: list[int], loops: list) -> bool:
+    """Does ``producer`` write one of ``dims`` of ``buffer`` at an index bound to ``loops``?"""
+    written = sch.get(producer)
+    own_loops = sch.get_loops(producer)
+    if not own_loops:
+        return False
+    realize = block_realize(sch, producer, own_loops[-1])
+    bound = [sch.get(loop).loop_var for loop in loops]
+    moving = [
+        iv.var
+        for iv, value in zip(written.iter_vars, realize.iter_values)
+        if any(v.same_as(b) for v in _vars(value) for b in bound)
+    ]
+    for write in written.writes:
+        if write.source.same_as(buffer):
+            for d in dims:
+                if any(v.same_as(m) for v in _vars(write.region[d].min) for m in moving):
+                    return True
+    return False
+
+
 def _splits_a_constant_read(sch: Schedule, consumer: SBlockRV, outer: list[LoopRV]) -> bool:
     """Does ``consumer`` read, at an index none of its iterators move (topi's
     ``gates[b, 3, j]``), a dimension that its producer writes in pieces across the loops
@@ -70,29 +91,16 @@ def _splits_a_constant_read(sch: Schedule, consumer: SBlockRV, outer: list[LoopR
     """
     block = sch.get(consumer)
     own = [iv.var for iv in block.iter_vars]
-    outer_vars = [sch.get(loop).loop_var for loop in outer]
     for read in block.reads:
         fixed = [
             d
             for d, r in enumerate(read.region)
             if not any(v.same_as(o) for v in _vars(r.min) for o in own)
         ]
-        if not fixed:
-            continue
-        for producer in sch.get_producers(consumer):
-            written = sch.get(producer)
-            loops = sch.get_loops(producer)
-            if not loops:
-                continue
-            realize = block_realize(sch, producer, loops[-1])
-            for write in written.writes:
-                if not write.source.same_as(read.source):
-                    continue
-                for d in fixed:
-                    for iv, value in zip(written.iter_vars, realize.iter_values):
-                        moves = any(v.same_as(iv.var) for v in _vars(write.region[d].min))
-                        if moves and any(v.same_as(o) for v in _vars(value) for o in outer_vars):
-                            return True
+        if fixed and any(
+            _moves_with(sch, p, read.source, fixed, outer) for p in sch.get_producers(consumer)
+        ):
+            return True
     return False
 
 

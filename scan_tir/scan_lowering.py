@@ -311,12 +311,11 @@ class _StepBuilder:
             matches.append(s_tir.MatchBufferRegion(view, _slice(source, self.row(source, leading))))
         for param, key in zip(params[len(self.views) :], self.wholes):
             mapping.append((param, self.input_buffers[key]))
-        # (buffer, row written by step v_t): a copy's row v_t is state row now
-        written = [(b, self.now) for b in self.state_buffers]
-        written += [(b, self.step_var) for b in self.copy_buffers]
-        for param, (buffer, row) in zip(params[len(stand_ins) :], written):
-            name = f"{buffer.name}_t" if row is self.step_var else renames.get(str(param.name))
-            view = _view_buffer(param, name)
+        # (buffer, row written by step v_t, view name): a copy's row v_t is state row now
+        written = [(b, self.now, None) for b in self.state_buffers]
+        written += [(b, self.step_var, f"{b.name}_t") for b in self.copy_buffers]
+        for param, (buffer, row, name) in zip(params[len(stand_ins) :], written):
+            view = _view_buffer(param, name or renames.get(str(param.name)))
             mapping.append((param, view))
             matches.append(s_tir.MatchBufferRegion(view, _slice(buffer, self.row(buffer, row))))
         root = _root_block(func)
