@@ -63,7 +63,7 @@ def create_prim_func(
     if not graph.has_scan:
         return te.create_prim_func(ops, index_dtype_override)
     copies = find_step_copies(graph) if copies_in_step else {}
-    private = private_states(graph, tensors, copies)
+    private = private_states(graph, tensors, copies) if copies else {}
     mapping = _rewrite(graph, merge_updates, copies, private)
     new_ops = [mapping.get(tensor_key(x), x) if isinstance(x, te.Tensor) else x for x in ops]
     func = te.create_prim_func(new_ops, index_dtype_override)

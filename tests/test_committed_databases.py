@@ -21,12 +21,12 @@ from scan_tir import workloads
 
 RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
 DATABASES = sorted(p.parent for p in RESULTS.rglob("database_workload.json"))
+sys.path.insert(0, str(RESULTS.parent))  # experiments/: tune_lstm builds the LSTM configs
+
+from tune_lstm import CONFIGS, config_base, config_module  # noqa: E402
 
 
 def _function(config: str) -> tvm.IRModule:
-    sys.path.insert(0, str(RESULTS.parent))
-    from tune_lstm import CONFIGS, config_base, config_module
-
     if config_base(config) in CONFIGS:
         return config_module(config)
     return tvm.IRModule({"main": workloads.get(config).prim_func()})
