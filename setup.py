@@ -7,7 +7,17 @@ setup(
     version="0.1.0",
     description="Lower te.scan to S-TIR and tune recurrences with MetaSchedule",
     python_requires=">=3.10",
-    packages=["scan_tir", "scan_tir.db", "scan_tir.workloads", "meta_rules", "postprocs"],
+    packages=[
+        "scan_tir",
+        "scan_tir.db",
+        "scan_tir.experimental",
+        "scan_tir.lower",
+        "scan_tir.transform",
+        "scan_tir.tune",
+        "scan_tir.workloads",
+        "meta_rules",
+        "postprocs",
+    ],
     install_requires=[
         # ffi 0.1.15.x segfaults in tvm.ir.save_json, i.e. on every MetaSchedule
         # database write (../shared/FIELD_NOTES.md); pin both.

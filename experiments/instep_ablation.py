@@ -38,7 +38,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 
 import scan_tir
-from scan_tir.loop_kinds import free_loops
+from scan_tir.lower.vocabulary import free_loops
 
 
 def fuse_input_bias(sch: Schedule) -> None:

@@ -7,8 +7,7 @@ structure (the root's parallel/vector/unroll rule also offers a serial root, thr
 :class:`Alternatives`); plus the rules for what stock MetaSchedule cannot do inside a step:
 :class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
 stock rule makes only at the root) and :class:`CacheStepWeights` (recurrent weights packed
-once per call, not per step); on request :class:`TileStepOutputs` (a step tiled by its
-outputs, the rest of the step computed per tile). Dense blocks are tiled by MultiLevelTiling
+once per call, not per step). Dense blocks are tiled by MultiLevelTiling
 or :class:`RegisterTiling` (a register block of the CPU's size), the latter alone on
 matrix-matrix products (:class:`Preferred`). The gate math is also fused into the recurrent
 product's tiles by a postproc (postprocs.FuseStepEpilogue), where TVM's region solver
@@ -16,6 +15,8 @@ allows.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from tvm.s_tir.meta_schedule.schedule_rule import (
     AddRFactor,
@@ -28,14 +29,13 @@ from tvm.s_tir.meta_schedule.schedule_rule import (
 )
 from tvm.target import Target
 
-from scan_tir.structure import Role
+from scan_tir.lower.vocabulary import Role
 
 from .alternatives import Alternatives
 from .preferred import Preferred
 from .register_tiling import RegisterTiling
 from .scoped import Scoped
 from .step_inputs import KeepStepInputs
-from .step_outputs import TileStepOutputs
 from .step_parallel import ParallelizeVectorizeUnrollStep
 from .step_weights import CacheStepWeights
 
@@ -68,11 +68,11 @@ def _serial_root() -> ScheduleRule:
     )
 
 
-def scan_rules(target: Target, tile_step_outputs: bool = False) -> list[ScheduleRule]:
+def scan_rules(target: Target, step_rules: Sequence[ScheduleRule] = ()) -> list[ScheduleRule]:
     """The schedule rules for tuning functions with scans on ``target`` (llvm).
 
-    ``tile_step_outputs`` adds :class:`TileStepOutputs` (experimental: MultiLevelTiling
-    leaves the product it moved untiled, so its candidates are slow; notes.md, section 3).
+    ``step_rules`` come right after the step's own decisions and before the stock rules
+    (``scan_tir.experimental`` passes its step tiling there).
     """
     if target.kind.name != "llvm":
         raise ValueError(
@@ -81,8 +81,7 @@ def scan_rules(target: Target, tile_step_outputs: bool = False) -> list[Schedule
     # The step's decisions come first: a Python rule that annotates a block after
     # MultiLevelTiling has forked the schedule corrupts the heap in TVM 0.27 (notes.md).
     rules: list[ScheduleRule] = [ParallelizeVectorizeUnrollStep(), CacheStepWeights()]
-    if tile_step_outputs:
-        rules.append(TileStepOutputs())
+    rules.extend(step_rules)
     for rule in ScheduleRule.create("llvm"):
         roles = {Role.OUTSIDE}
         if isinstance(rule, _ALSO_IN_STEPS):
@@ -107,6 +106,5 @@ __all__ = [
     "Preferred",
     "RegisterTiling",
     "Scoped",
-    "TileStepOutputs",
     "scan_rules",
 ]

@@ -45,8 +45,7 @@ from tvm.s_tir.schedule import LoopRV, SBlockRV
 from tvm.target import Target
 from tvm.target.codegen import llvm_get_cpu_features
 
-from scan_tir.loop_kinds import block_realize
-from scan_tir.structure import DATA_PAR, Role, block_role
+from scan_tir.lower.vocabulary import DATA_PAR, Role, block_realize, block_role
 
 
 def vector_lanes(target: Target, bits: int = 32) -> int:

@@ -1,7 +1,7 @@
 """``Scoped``: a schedule rule restricted to the blocks of some roles.
 
 The guard between stock MetaSchedule and a scan. A stock rule sees only the blocks whose
-:func:`scan_tir.structure.block_role` is among ``roles``; every other block is passed
+:func:`scan_tir.lower.vocabulary.block_role` is among ``roles``; every other block is passed
 through untouched, so no stock rule ever acts on a scan's block, its init copies, its step
 block or its time loop: by construction, not because today's stock rules happen to leave
 them alone (with the step block at the root, MultiLevelTiling reordered its ordered
@@ -18,7 +18,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
-from scan_tir.structure import block_role
+from scan_tir.lower.vocabulary import block_role
 
 from .alternatives import rule_name
 

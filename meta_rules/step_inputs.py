@@ -24,7 +24,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
-from scan_tir.structure import step_blocks
+from scan_tir.lower.vocabulary import step_blocks
 
 
 def read_by_a_step(sch: Schedule, block: SBlockRV) -> bool:

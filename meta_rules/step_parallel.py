@@ -4,7 +4,7 @@ MetaSchedule's ParallelizeVectorizeUnroll annotates the function's root block, a
 postprocessor rewrites only the loops of the root's children (see
 src/s_tir/meta_schedule/postproc/rewrite_parallel_vectorize_unroll.cc), so the work inside
 a scan step never gets parallel or vector loops. This rule makes the same decisions for each
-step block and leaves them as annotations on it (scan_tir.structure.STEP_*); the postproc
+step block and leaves them as annotations on it (scan_tir.lower.vocabulary.STEP_*); the postproc
 ``postprocs.RewriteStepParallelVectorizeUnroll`` carries them out on the loops under the
 step, never on the time loop.
 
@@ -19,7 +19,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
-from scan_tir.structure import SCAN_STEP, STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE
+from scan_tir.lower.vocabulary import SCAN_STEP, STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE
 
 
 @derived_object

@@ -21,7 +21,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
-from scan_tir.structure import SCAN
+from scan_tir.lower.vocabulary import SCAN
 
 
 def _layout_free_params(sch: Schedule) -> list:

@@ -14,7 +14,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 
-from scan_tir.structure import SCAN_STEP
+from scan_tir.lower.vocabulary import SCAN_STEP
 
 
 def _is_time_loop(loop: tirx.For) -> bool:

@@ -16,7 +16,7 @@ rule runs schedule primitives on the copies MultiLevelTiling forks inside PostOr
 An elementwise block left at the step's top level after that (because the fusion was
 refused before it: topi's LSTM cell update reads the gates at constant indices) goes under
 the outermost loop of the earlier nest that holds all its producers in the step, when that
-is one nest: a copy of the new state (``create_prim_func(..., copies_in_step=True)``) is
+is one nest: a copy of the new state (``LoweringOptions.copies_in_step``) is
 made row by row, right after the update computes the row, in the update's parallel region
 instead of one of its own.
 
@@ -32,8 +32,14 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 from tvm.s_tir.schedule import LoopRV, SBlockRV
 
-from scan_tir.loop_kinds import block_realize, free_loops, nested_prefix
-from scan_tir.structure import DATA_PAR, STEP_PARALLEL, step_blocks
+from scan_tir.lower.vocabulary import (
+    DATA_PAR,
+    STEP_PARALLEL,
+    block_realize,
+    free_loops,
+    nested_prefix,
+    step_blocks,
+)
 
 #: Fusion point when the step runs serially: as deep as a parallel step would go.
 _DEFAULT_LIMIT = 32

@@ -24,8 +24,14 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 from tvm.s_tir.schedule import LoopRV, SBlockRV
 
-from scan_tir.loop_kinds import free_loops, nested_prefix
-from scan_tir.structure import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE, step_blocks
+from scan_tir.lower.vocabulary import (
+    STEP_PARALLEL,
+    STEP_UNROLL,
+    STEP_VECTORIZE,
+    free_loops,
+    nested_prefix,
+    step_blocks,
+)
 
 
 def _extent(sch: Schedule, loop: LoopRV) -> int:

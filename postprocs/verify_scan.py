@@ -3,7 +3,7 @@
 The legality check of the scan structure, in the spirit of Exo's per-primitive checks: the
 rules promise not to touch a scan's time loop or to move work out of its steps, and this
 postproc verifies the promise on every candidate before it is measured, against the
-function the tuning started from (the invariants: scan_tir/invariants.py).
+function the tuning started from (the invariants: scan_tir/lower/vocabulary.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.postproc import Postproc, PyPostproc
 
-from scan_tir.invariants import Expected, expected_scans, scan_violations
+from scan_tir.lower.vocabulary import Expected, expected_scans, scan_violations
 
 
 @derived_object

@@ -1,32 +1,60 @@
-"""scan-tir: lower TE scans to S-TIR and tune them with MetaSchedule."""
+"""scan-tir: lower TE scans to S-TIR and tune them with MetaSchedule.
 
-from .convert import create_prim_func
-from .errors import ScanLoweringError
-from .fast_math import fast_math
-from .invariants import scan_violations
-from .layout_free import layout_free
-from .prepacked import elide_param_copies, prepacked
-from .space import scan_space
-from .structure import SCAN, SCAN_INIT, SCAN_STEP, ScanNest, find_scans
-from .symbolic import apply_best, size_vars, specialize
-from .te_scan import scan
+The package is layered, and data flows one way through it::
 
-__all__ = [
-    "apply_best",
-    "SCAN",
-    "SCAN_INIT",
-    "SCAN_STEP",
-    "ScanLoweringError",
-    "ScanNest",
-    "create_prim_func",
-    "elide_param_copies",
-    "fast_math",
-    "find_scans",
-    "layout_free",
-    "prepacked",
-    "scan",
-    "scan_space",
-    "scan_violations",
-    "size_vars",
-    "specialize",
-]
+    lower/       TE -> S-TIR: the converter, its options, and the S-TIR vocabulary
+                 (annotations, roles, loop kinds, invariants) that rules and postprocs read
+    transform/   passes on lowered or tuned functions: fast math, layout-free weights,
+                 prepacked weights
+    tune/        target, search space, builders and runners, progress, symbolic replay
+    db/          tuning databases: summary, verification, provenance, plots
+    workloads/   the zoo of recurrences and the experiments' configs
+    experimental/  ideas kept with their tests, off the main path
+
+The names below are loaded on first use, so that ``meta_rules`` and ``postprocs``, which
+read ``scan_tir.lower.vocabulary``, import nothing of the converter.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    "LoweringOptions": "scan_tir.lower.options",
+    "ScanLoweringError": "scan_tir.errors",
+    "create_prim_func": "scan_tir.lower.convert",
+    "scan": "scan_tir.lower.te_scan",
+    "SCAN": "scan_tir.lower.vocabulary",
+    "SCAN_INIT": "scan_tir.lower.vocabulary",
+    "SCAN_STEP": "scan_tir.lower.vocabulary",
+    "ScanNest": "scan_tir.lower.vocabulary",
+    "find_scans": "scan_tir.lower.vocabulary",
+    "scan_violations": "scan_tir.lower.vocabulary",
+    "fast_math": "scan_tir.transform.fast_math",
+    "layout_free": "scan_tir.transform.layout_free",
+    "elide_param_copies": "scan_tir.transform.prepacked",
+    "prepacked": "scan_tir.transform.prepacked",
+    "scan_space": "scan_tir.tune.space",
+    "apply_best": "scan_tir.tune.symbolic",
+    "size_vars": "scan_tir.tune.symbolic",
+    "specialize": "scan_tir.tune.symbolic",
+}
+_SUBPACKAGES = ("db", "experimental", "lower", "transform", "tune", "workloads")
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'scan_tir' has no attribute '{name}'")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS, *_SUBPACKAGES])

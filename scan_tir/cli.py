@@ -1,6 +1,7 @@
 """``scan-tir``: tune a workload, inspect and check a tuning database.
 
     scan-tir tune WORKLOAD [--sizes k=v,...] --trials N --work-dir D [--rpc HOST:PORT:KEY]
+                  [--legacy] [--[no-]fast-math] [--[no-]copies-in-step] [--[no-]merge-updates]
     scan-tir db summary D | top D -k K | show D --record I | verify D
     scan-tir db export D [--csv F] [--json F] | plot D --out DIR | compare D1 D2
     scan-tir db prune D --keep K
@@ -17,7 +18,10 @@ import argparse
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+
+from .lower.options import LoweringOptions
 
 OK, VERIFY_FAILED, BAD_INPUT, SKIPPED_LINES, TVM_FAILED = 0, 1, 2, 3, 4
 
@@ -63,8 +67,16 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--population", type=int, default=512,
                    help="evolutionary search population (less for tiny budgets)")
     t.add_argument("--build-timeout", type=float, default=30.0)
-    t.add_argument("--fast-math", action="store_true",
-                   help="vectorisable exp/sigmoid/tanh (scan_tir.fast_math)")
+    lowering = t.add_argument_group(
+        "lowering options",
+        "default: the config name's suffixes (A-FAST-INSTEP), else scan_tir.LoweringOptions(); "
+        "--legacy turns every option off, then the flags below apply",
+    )
+    lowering.add_argument("--legacy", action="store_true",
+                          help="every option off (the older committed databases)")
+    for name in LoweringOptions.names():
+        lowering.add_argument(f"--{name.replace('_', '-')}", action=argparse.BooleanOptionalAction,
+                              default=None, help=f"LoweringOptions.{name}")
     db = sub.add_parser("db", help="inspect a tuning database").add_subparsers(
         dest="action", required=True
     )
@@ -109,10 +121,18 @@ def _ms(x: float) -> str:
     return "-" if math.isnan(x) or math.isinf(x) else f"{x:.4g}"
 
 
+def _options(args: argparse.Namespace, named: LoweringOptions) -> LoweringOptions:
+    """The workload's options (``named``), or every option off with --legacy, then the
+    flags given one by one."""
+    options = LoweringOptions.legacy() if args.legacy else named
+    flags = {k: getattr(args, k) for k in LoweringOptions.names() if getattr(args, k) is not None}
+    return replace(options, **flags)
+
+
 def _tune(args: argparse.Namespace) -> int:
     from . import workloads
     from .errors import ScanLoweringError
-    from .tuning import parse_rpc, tune
+    from .tune import parse_rpc, tune
 
     if args.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {args.trials}")
@@ -125,6 +145,7 @@ def _tune(args: argparse.Namespace) -> int:
         workload = workloads.get(args.workload, **_sizes(args.sizes))
     except ScanLoweringError as err:
         raise UsageError(str(err)) from None
+    workload = replace(workload, options=_options(args, workload.options))
     result = tune(
         workload,
         args.work_dir,
@@ -133,7 +154,6 @@ def _tune(args: argparse.Namespace) -> int:
         trials_per_iter=args.trials_per_iter,
         build_timeout_s=args.build_timeout,
         population=args.population,
-        fast_math=args.fast_math,
     )
     print(
         f"{workload.name}: {result.records_after} records in {result.work_dir} "
@@ -144,7 +164,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _db(args: argparse.Namespace) -> int:
     from . import db as dbm
-    from .tuning import default_target, log
+    from .tune import default_target, log
 
     db = _load(args.dir)
     if args.action == "summary":

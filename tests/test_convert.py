@@ -287,7 +287,7 @@ def test_emitted_structure():
     assert int(scan.loop.min) == 0 and int(scan.loop.extent) == 31
     assert scan.step.name_hint == "rnn_step"
     (iv,) = scan.step.iter_vars
-    assert iv.iter_type == scan_tir.structure.ORDERED
+    assert iv.iter_type == scan_tir.lower.vocabulary.ORDERED
     inner = {b.name_hint for b in _blocks(tvm.tirx.PrimFunc([], scan.step.body))}
     assert inner == {"dense", "bias", "s_update"}
     in_scan = {b.name_hint for b in _blocks(tvm.tirx.PrimFunc([], scan.block.body))}

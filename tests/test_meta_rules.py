@@ -12,7 +12,7 @@ from workloads import gru, lstm
 
 import scan_tir
 from meta_rules import Scoped, scan_rules
-from scan_tir.structure import STEP_PARALLEL, Role
+from scan_tir.lower.vocabulary import STEP_PARALLEL, Role
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 
@@ -61,7 +61,7 @@ def test_design_spaces_tile_the_step_and_keep_the_scan(workload):
 
 
 def _expected(func):
-    from scan_tir.invariants import expected_scans
+    from scan_tir.lower.vocabulary import expected_scans
 
     return expected_scans(tvm.IRModule({"main": func}))["main"]
 

@@ -16,8 +16,8 @@ from postprocs import (
     RewriteStepParallelVectorizeUnroll,
     VerifyScanStructure,
 )
-from scan_tir.invariants import expected_scans
-from scan_tir.structure import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE
+from scan_tir.lower.vocabulary import expected_scans
+from scan_tir.lower.vocabulary import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE
 from scan_tir.workloads import get
 
 

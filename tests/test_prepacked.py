@@ -14,7 +14,7 @@ from util import compile_func
 from workloads import lstm
 
 import scan_tir
-from scan_tir.invariants import expected_scans
+from scan_tir.lower.vocabulary import expected_scans
 
 
 def _block_names(func: tvm.tirx.PrimFunc) -> list[str]:

@@ -13,7 +13,7 @@ from util import compile_func
 
 import scan_tir
 from meta_rules import RegisterTiling
-from scan_tir.invariants import expected_scans
+from scan_tir.lower.vocabulary import expected_scans
 from scan_tir.workloads import get
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})

@@ -13,8 +13,8 @@ from util import compile_func, run
 from workloads import gru, gru_numpy_projected, lstm
 
 import scan_tir
-from scan_tir.invariants import expected_scans
-from scan_tir.symbolic import replay
+from scan_tir.lower.vocabulary import expected_scans
+from scan_tir.tune.replay import replay
 from scan_tir.tuning import build_candidate
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})

@@ -15,8 +15,8 @@ from util import compile_func, run
 
 import scan_tir
 from postprocs import FuseStepEpilogue, RewriteStepParallelVectorizeUnroll
-from scan_tir.invariants import expected_scans
-from scan_tir.structure import STEP_PARALLEL, STEP_VECTORIZE
+from scan_tir.lower.vocabulary import expected_scans
+from scan_tir.lower.vocabulary import STEP_PARALLEL, STEP_VECTORIZE
 from scan_tir.tuning import build_candidate
 from scan_tir.workloads import get
 

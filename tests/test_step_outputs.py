@@ -22,8 +22,8 @@ from util import compile_func
 
 import scan_tir
 from meta_rules import TileStepOutputs
-from scan_tir.invariants import expected_scans
-from scan_tir.structure import step_blocks
+from scan_tir.lower.vocabulary import expected_scans
+from scan_tir.lower.vocabulary import step_blocks
 from scan_tir.workloads import get
 
 

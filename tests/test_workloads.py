@@ -13,8 +13,8 @@ from tvm.s_tir import meta_schedule as ms
 from util import compile_func, run
 
 import scan_tir
-from scan_tir.invariants import expected_scans
-from scan_tir.symbolic import replay
+from scan_tir.lower.vocabulary import expected_scans
+from scan_tir.tune.replay import replay
 from scan_tir.tuning import build_candidate
 from scan_tir.workloads import CONFIGS, RECURRENCES, get, workload_of
 

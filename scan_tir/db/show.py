@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import tvm
 
-from ..invariants import expected_scans, scan_violations
-from ..symbolic import replay
+from ..lower.vocabulary import expected_scans, scan_violations
+from ..tune.replay import replay
 from .provenance import UNMATCHED, Step, provenance
 from .records import TuningDB
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import tvm
 from tvm.target import Target
 
-from ..invariants import expected_scans, scan_violations
-from ..symbolic import replay
+from ..lower.vocabulary import expected_scans, scan_violations
+from ..tune.replay import replay
 from . import numerics
 from .records import TuningDB
 

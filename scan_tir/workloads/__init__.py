@@ -1,19 +1,21 @@
 """The workload zoo: recurrences people use, each with its numpy (and PyTorch) reference.
 
 ``get("lstm", seq=80)`` returns a :class:`Workload`; ``CONFIGS`` names the sizes the
-experiments use; :func:`workload_of` recovers the workload from a lowered function (or a
-tuning database's entry for it).
+experiments use, and a config name may carry suffixes that choose the lowering options
+(``get("A-FAST-INSTEP")``, :func:`parse_config`: the one place config names are read);
+:func:`workload_of` recovers the workload from a lowered function (or a tuning database's
+entry for it).
 """
 
 from __future__ import annotations
 
 import json
-from functools import cache
+from dataclasses import replace
 
-import tvm_ffi
 from tvm import tirx
 
 from ..errors import ScanLoweringError
+from ..lower.options import LoweringOptions
 from .base import WORKLOAD_ATTR, Recurrence, Workload
 from .bidirectional_lstm import BILSTM
 from .elman import RNN_RELU, RNN_TANH
@@ -41,38 +43,93 @@ CONFIGS: dict[str, tuple[str, dict[str, int]]] = {
 }
 
 
-def get(name: str, **sizes: int) -> Workload:
-    """The recurrence ``name`` at ``sizes``, or the experiments' config ``name`` ("A")."""
-    if name in CONFIGS and not sizes:
-        name, sizes = CONFIGS[name]
-    if name not in RECURRENCES:
+#: Config-name suffixes, each an option turned on (``A-FAST-INSTEP``); ``-LEGACY`` turns
+#: every option off. A name without suffixes takes the default options.
+SUFFIXES: dict[str, str] = {
+    "FAST": "fast_math",
+    "INSTEP": "copies_in_step",
+    "MERGED": "merge_updates",
+}
+LEGACY = "LEGACY"
+
+
+def parse_config(name: str) -> tuple[str, LoweringOptions | None]:
+    """``"a-fast-instep"`` -> ``("A", LoweringOptions(fast_math=True, copies_in_step=True,
+    merge_updates=False))``: the config and the options its suffixes name, exactly (an option
+    not named is off), or None without suffixes. Case does not matter."""
+    base, *suffixes = name.split("-")
+    configs = {c.upper(): c for c in CONFIGS}
+    if base.upper() not in configs:
+        raise ScanLoweringError(f"unknown config '{base}' in '{name}'; known: {sorted(CONFIGS)}.")
+    suffixes = [x.upper() for x in suffixes]
+    bad = [x for x in suffixes if x not in SUFFIXES and x != LEGACY]
+    if bad or (LEGACY in suffixes and len(suffixes) > 1):
+        raise ScanLoweringError(
+            f"config '{name}': suffixes are -{LEGACY} alone or any of "
+            f"{['-' + x for x in SUFFIXES]} (options on, the others off), got {bad or suffixes}."
+        )
+    if not suffixes:
+        return configs[base.upper()], None
+    on = {SUFFIXES[x]: True for x in suffixes if x != LEGACY}
+    return configs[base.upper()], replace(LoweringOptions.legacy(), **on)
+
+
+def config_name(base: str, options: LoweringOptions | None) -> str:
+    """The canonical name of config ``base`` lowered with ``options`` (None: no suffix),
+    suffixes in the options' order: what work dirs under experiments/results are called."""
+    if options is None:
+        return base
+    on = [suffix for suffix, option in SUFFIXES.items() if getattr(options, option)]
+    return "-".join([base, *on]) if on else f"{base}-{LEGACY}"
+
+
+def get(name: str, options: LoweringOptions | None = None, **sizes: int) -> Workload:
+    """The recurrence ``name`` at ``sizes``, or the experiments' config ``name`` ("A",
+    "A-FAST-INSTEP"), lowered with ``options`` (default: the config's suffixes, else
+    ``LoweringOptions()``)."""
+    if name in RECURRENCES:
+        return RECURRENCES[name](options, **sizes)
+    try:
+        base, named = parse_config(name)
+    except ScanLoweringError:
         raise ScanLoweringError(
             f"unknown workload '{name}'; known: {sorted(RECURRENCES)} and configs "
-            f"{sorted(CONFIGS)}."
+            f"{sorted(CONFIGS)} (with suffixes {['-' + x for x in [*SUFFIXES, LEGACY]]})."
+        ) from None
+    if sizes:
+        raise ScanLoweringError(
+            f"config '{name}' fixes its sizes {CONFIGS[base][1]}; give the recurrence's name "
+            f"('{CONFIGS[base][0]}') to choose other sizes."
         )
-    return RECURRENCES[name](**sizes)
-
-
-@cache
-def _untagged_configs() -> tuple[tuple[tirx.PrimFunc, str], ...]:
-    return tuple((get(c).prim_func(tag=False), c) for c in CONFIGS)
+    if named is not None and options is not None and named != options:
+        raise ScanLoweringError(
+            f"config '{name}' names its options by its suffixes ({named.label}); pass them "
+            f"either there or as options ({options.label}), not both."
+        )
+    recurrence, fixed = CONFIGS[base]
+    return RECURRENCES[recurrence](named or options, **fixed)
 
 
 def workload_of(func: tirx.PrimFunc) -> Workload | None:
-    """The workload a function was lowered from, or None for one the zoo did not make.
-
-    Read from its ``scan_tir.workload`` attribute; a function without one (databases made
-    before the tag, such as experiments/results/A) is matched structurally against the
-    experiments' configs.
-    """
+    """The workload a function was lowered from, with its options, read from its
+    ``scan_tir.workload`` attribute; None for a function the zoo did not make. A tag
+    without options predates them: the legacy lowering."""
     attrs = func.attrs
-    if attrs is not None and WORKLOAD_ATTR in attrs:
-        spec = json.loads(str(attrs[WORKLOAD_ATTR]))
-        return get(spec["name"], **spec["sizes"])
-    for known, config in _untagged_configs():
-        if tvm_ffi.structural_equal(func, known):
-            return get(config)
-    return None
+    if attrs is None or WORKLOAD_ATTR not in attrs:
+        return None
+    spec = json.loads(str(attrs[WORKLOAD_ATTR]))
+    options = LoweringOptions.from_dict(spec.get("options", LoweringOptions.legacy().to_dict()))
+    return get(spec["name"], options, **spec["sizes"])
 
 
-__all__ = ["CONFIGS", "RECURRENCES", "Recurrence", "Workload", "get", "workload_of"]
+__all__ = [
+    "CONFIGS",
+    "RECURRENCES",
+    "SUFFIXES",
+    "Recurrence",
+    "Workload",
+    "config_name",
+    "get",
+    "parse_config",
+    "workload_of",
+]

@@ -1,9 +1,10 @@
 """What the zoo knows about a recurrence: how to build it, feed it and check it.
 
 A :class:`Recurrence` is a family (an LSTM, a GRU, ...); a :class:`Workload` is one member at
-fixed sizes. The sizes travel with the lowered function (the ``scan_tir.workload`` attribute),
-so a tuning database says by itself which workload each of its entries is, and tools can
-rebuild its inputs and numpy reference from the database alone (:func:`workload_of`).
+fixed sizes, lowered with given :class:`~scan_tir.LoweringOptions`. The sizes and options
+travel with the lowered function (the ``scan_tir.workload`` attribute), so a tuning database
+says by itself which workload each of its entries is, and tools can rebuild its function,
+inputs and numpy reference from the database alone (:func:`workload_of`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from tvm import te, tirx
 
-from ..convert import create_prim_func
 from ..errors import ScanLoweringError
-from ..fast_math import fast_math as rewrite_fast_math
-from ..layout_free import layout_free
+from ..lower.convert import create_prim_func
+from ..lower.options import LoweringOptions
+from ..transform.layout_free import layout_free
 
 WORKLOAD_ATTR = "scan_tir.workload"
 
@@ -49,8 +50,9 @@ class Recurrence:
     torch_model: Callable[..., Callable[[], object]] | None = None
     layout_free: tuple[str, ...] | Callable[..., tuple[str, ...]] = ()
 
-    def __call__(self, **sizes: int) -> Workload:
-        """This recurrence at ``sizes`` (missing ones take the defaults)."""
+    def __call__(self, options: LoweringOptions | None = None, **sizes: int) -> Workload:
+        """This recurrence at ``sizes`` (missing ones take the defaults), lowered with
+        ``options`` (default ``LoweringOptions()``)."""
         unknown = sorted(set(sizes) - set(self.sizes))
         if unknown:
             raise ScanLoweringError(
@@ -63,7 +65,7 @@ class Recurrence:
             raise ScanLoweringError(
                 f"workload '{self.name}': sizes must be positive integers, got {bad}."
             )
-        return Workload(self, full)
+        return Workload(self, full, options if options is not None else LoweringOptions())
 
 
 @dataclass(frozen=True)
@@ -72,41 +74,32 @@ class Workload:
 
     recurrence: Recurrence
     sizes: dict[str, int] = field(default_factory=dict)
+    options: LoweringOptions = field(default_factory=LoweringOptions)
 
     @property
     def name(self) -> str:
-        """``lstm(seq=80, batch=1, ...)``: what tools print for it."""
+        """``lstm(seq=80, batch=1, ...)``, then the options unless they are the default:
+        what tools print for it."""
         args = ", ".join(f"{k}={v}" for k, v in self.sizes.items())
-        return f"{self.recurrence.name}({args})"
+        name = f"{self.recurrence.name}({args})"
+        return name if self.options == LoweringOptions() else f"{name} [{self.options.label}]"
 
     def tensors(self) -> list[te.Tensor]:
         """The TE graph: inputs, then outputs."""
         return self.recurrence.build(**self.sizes)
 
-    def prim_func(
-        self,
-        tag: bool = True,
-        merge_updates: bool = False,
-        fast_math: bool = False,
-        copies_in_step: bool = False,
-    ) -> tirx.PrimFunc:
-        """The lowered function, weights marked layout-free; tagged with the workload unless
-        ``tag`` is False (the tag is part of the function, so of the database's key).
-        ``merge_updates``, ``copies_in_step``: see :func:`scan_tir.create_prim_func`;
-        ``fast_math``: rewritten by :func:`scan_tir.fast_math`."""
-        func = create_prim_func(
-            self.tensors(), merge_updates=merge_updates, copies_in_step=copies_in_step
-        )
-        if fast_math:
-            func = rewrite_fast_math(func)
+    def prim_func(self, options: LoweringOptions | None = None) -> tirx.PrimFunc:
+        """The lowered function, weights marked layout-free, tagged with the workload and
+        its options (the tag is part of the function, so of the database's key).
+        ``options`` replaces the workload's own."""
+        options = options if options is not None else self.options
+        func = create_prim_func(self.tensors(), options=options)
         weights = self.recurrence.layout_free
         if callable(weights):
             weights = weights(**self.sizes)
         if weights:
             func = layout_free(func, weights)
-        if tag:
-            func = func.with_attr(WORKLOAD_ATTR, self.to_json())
-        return func
+        return func.with_attr(WORKLOAD_ATTR, self.to_json(options))
 
     def input_arrays(self, seed: int = 0) -> Arrays:
         """Random inputs in the recurrence's intended ranges, in parameter order."""
@@ -123,6 +116,8 @@ class Workload:
             return None
         return [np.asarray(a) for a in self.recurrence.torch(*inputs, **self.sizes)]
 
-    def to_json(self) -> str:
-        """The workload attribute's value."""
-        return json.dumps({"name": self.recurrence.name, "sizes": self.sizes}, sort_keys=True)
+    def to_json(self, options: LoweringOptions | None = None) -> str:
+        """The workload attribute's value (with the workload's own options by default)."""
+        options = options if options is not None else self.options
+        spec = {"name": self.recurrence.name, "sizes": self.sizes, "options": options.to_dict()}
+        return json.dumps(spec, sort_keys=True)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 from tvm import te
 
-from ..te_scan import scan
+from ..lower.te_scan import scan
 from .base import Arrays, Recurrence
 from .parts import drop_init
 

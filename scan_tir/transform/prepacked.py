@@ -18,7 +18,7 @@ leaves the step's regions ill-formed in TVM 0.27 (meta_rules/step_inputs.py), an
 ``reverse_compute_inline`` wants the copy's indices to be its block variables, which
 RewriteLayout's packed indices are not. So this is a pass over the function, run where the
 weights are known to be prepacked (:func:`prepacked`): in
-:func:`scan_tir.tuning.build_candidate`, so that the runner times what a deployment runs,
+:func:`scan_tir.tune.build_candidate`, so that the runner times what a deployment runs,
 and before building a prepacked function.
 
 What counts as such a copy: a root-level loop nest holding one block whose body is
@@ -36,7 +36,8 @@ from tvm import s_tir, tirx
 from tvm.ir.expr import TensorLoad, Var
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-from .scan_lowering import substitute_buffers
+from ..lower.scan_lowering import substitute_buffers
+from ..lower.vocabulary import rebuilt
 
 
 def _only_block(stmt: tirx.Stmt) -> s_tir.SBlock | None:
@@ -101,17 +102,7 @@ def elide_param_copies(func: tirx.PrimFunc) -> tirx.PrimFunc:
     copies = [copy for copy, _ in mapping]
     body = substitute_buffers(tirx.SeqStmt(kept) if len(kept) > 1 else kept[0], mapping)
     allocs = [a for a in root.alloc_buffers if not any(a.same_as(c) for c in copies)]
-    new_root = s_tir.SBlock(
-        root.iter_vars,
-        root.reads,
-        root.writes,
-        root.name_hint,
-        body,
-        root.init,
-        allocs,
-        root.match_buffers,
-        root.annotations,
-    )
+    new_root = rebuilt(root, body=body, alloc_buffers=allocs)
     realize = s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root)
     return func.with_body(realize)
 

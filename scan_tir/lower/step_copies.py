@@ -1,4 +1,4 @@
-"""Copies of a scan's new states, written inside the step (``copies_in_step=True``).
+"""Copies of a scan's new states, written inside the step (``LoweringOptions.copies_in_step``).
 
 topi's LSTM returns ``hidden_states[t] = scan_h[t + 1]``: a te.compute that copies each
 step's new state out of the scan's state buffer, whose first row is the init. Lowered as

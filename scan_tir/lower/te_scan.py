@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from tvm import te
 from tvm.sym import Analyzer
 
-from .errors import ScanLoweringError
+from ..errors import ScanLoweringError
 
 
 def _as_list(x: te.Tensor | Sequence[te.Tensor] | None) -> list[te.Tensor]:

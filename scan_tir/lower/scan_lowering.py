@@ -36,12 +36,12 @@ from tvm.ir.expr import Var
 from tvm.s_tir.analysis import get_sblock_read_write_region
 from tvm.sym import Analyzer
 
-from .errors import ScanLoweringError
+from ..errors import ScanLoweringError
+from ..experimental.update_merge import merge_updates
 from .graph import ScanBody
 from .step_copies import StepCopy, copy_compute
-from .structure import ORDERED, SCAN, SCAN_INIT, SCAN_STEP
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, mentions, tensor_key
-from .update_merge import merge_updates
+from .vocabulary import ORDERED, SCAN, SCAN_INIT, SCAN_STEP, rebuilt
 
 
 def _buffer_for(tensor: te.Tensor, name: str | None = None) -> Var:
@@ -84,28 +84,14 @@ def substitute_buffers(stmt: tirx.Stmt, mapping: list[tuple[Var, Var]]) -> tirx.
     return tvm_ffi.structural_map(stmt, (Var, on_var))
 
 
-def renamed(block: s_tir.SBlock, name: str) -> s_tir.SBlock:
-    """``block`` under another name."""
-    return s_tir.SBlock(
-        block.iter_vars,
-        block.reads,
-        block.writes,
-        name,
-        block.body,
-        block.init,
-        block.alloc_buffers,
-        block.match_buffers,
-        block.annotations,
-    )
-
-
 def _rename_blocks(stmt: tirx.Stmt, renames: dict[str, str]) -> tirx.Stmt:
     """``stmt`` with the blocks named in ``renames`` renamed."""
     if not renames:
         return stmt
 
     def rename(block: s_tir.SBlock) -> s_tir.SBlock:
-        return renamed(block, renames[block.name_hint]) if block.name_hint in renames else block
+        name = renames.get(block.name_hint)
+        return rebuilt(block, name_hint=name) if name else block
 
     return tvm_ffi.structural_map(stmt, (s_tir.SBlock, rename), order="pre")
 
@@ -326,9 +312,8 @@ class _StepBuilder:
         unfilled = s_tir.SBlock([iter_var], [], [], name, body, None, alloc, matches)
         outside = [*self.state_buffers, *self.copy_buffers, *self.input_buffers.values()]
         reads, writes = get_sblock_read_write_region(unfilled, {b: b for b in outside})
-        annotations = {SCAN_STEP: self.scan.name}
-        return s_tir.SBlock(
-            [iter_var], reads, writes, name, body, None, alloc, matches, annotations
+        return rebuilt(
+            unfilled, reads=reads, writes=writes, annotations={SCAN_STEP: self.scan.name}
         )
 
     def init_copies(self) -> list[tirx.Stmt]:
@@ -396,7 +381,7 @@ def lower_scan(
     holds its S-TIR nest.
 
     ``outer`` maps a tensor of the original graph to its rewritten version;
-    ``merge_updates``: see update_merge.py; ``copies``, ``private`` (indices of states
-    nothing outside the scan reads): step_copies.py.
+    ``merge_updates``: see scan_tir/experimental/update_merge.py; ``copies``, ``private``
+    (indices of states nothing outside the scan reads): step_copies.py.
     """
     return _StepBuilder(body, outer, merge_updates, copies, private).build()

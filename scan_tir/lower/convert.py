@@ -17,40 +17,35 @@ from tvm import s_tir, te, tirx
 from tvm.ir import Range
 from tvm.s_tir.analysis import get_sblock_read_write_region
 
-from .errors import ScanLoweringError
+from ..errors import ScanLoweringError
+from ..transform.fast_math import fast_math
 from .graph import Graph, analyse
-from .scan_lowering import lower_scan, renamed
+from .options import LoweringOptions
+from .scan_lowering import lower_scan
 from .step_copies import StepCopy, find_step_copies, private_states
-from .structure import SCAN
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
+from .vocabulary import SCAN, rebuilt
 
 
 def create_prim_func(
     ops: Sequence[te.Tensor | tirx.Var],
     index_dtype_override: str | None = None,
-    merge_updates: bool = False,
-    copies_in_step: bool = False,
+    options: LoweringOptions | None = None,
 ) -> tirx.PrimFunc:
     """Lower a TE graph that may contain ``te.scan`` to an S-TIR PrimFunc.
 
     A drop-in for ``te.create_prim_func``: same arguments, and for a graph without scans
-    the very same result. Each scan becomes one block (:data:`scan_tir.structure.SCAN`)
+    the very same result. Each scan becomes one block (:data:`scan_tir.lower.vocabulary.SCAN`)
     holding a serial loop, starting at 0, over its steps; under the loop one block per step
-    with an ordered (``T.axis.scan``) iterator (:data:`scan_tir.structure.SCAN_STEP`)
+    with an ordered (``T.axis.scan``) iterator (:data:`scan_tir.lower.vocabulary.SCAN_STEP`)
     holding the step's ordinary spatial and reduce blocks. Raises
     :class:`scan_tir.ScanLoweringError` for graphs it cannot lower.
 
-    ``merge_updates``: write a scan's elementwise state updates that can share one loop
-    nest (topi's LSTM: ``next_c`` and ``next_h``) as one multi-output compute, so that a
-    step can be tiled by its outputs (scan_tir/update_merge.py, meta_rules.TileStepOutputs).
-    ``copies_in_step``: compute a copy of every step's new state (topi's ``hidden_states``,
-    ``cell_states``) inside the step, from the rows just written, instead of in a pass
-    over the whole state after the scan; a state then read by nothing else keeps two rows
-    (scan_tir/step_copies.py).
-
-    Both are off by default: they change the function, and tuning databases match
-    functions structurally.
+    ``options`` (default ``LoweringOptions()``, the fast path): see
+    :class:`scan_tir.LoweringOptions`. They concern scans: a graph without one is lowered
+    by TVM alone, options or not.
     """
+    options = options if options is not None else LoweringOptions()
     ops = list(ops) if isinstance(ops, (list, tuple, tvm_ffi.Array)) else [ops]
     for i, x in enumerate(ops):
         if not isinstance(x, (te.Tensor, tirx.Var)):
@@ -62,12 +57,13 @@ def create_prim_func(
     graph = analyse(tensors)
     if not graph.has_scan:
         return te.create_prim_func(ops, index_dtype_override)
-    copies = find_step_copies(graph) if copies_in_step else {}
+    copies = find_step_copies(graph) if options.copies_in_step else {}
     private = private_states(graph, tensors, copies) if copies else {}
-    mapping = _rewrite(graph, merge_updates, copies, private)
+    mapping = _rewrite(graph, options.merge_updates, copies, private)
     new_ops = [mapping.get(tensor_key(x), x) if isinstance(x, te.Tensor) else x for x in ops]
     func = te.create_prim_func(new_ops, index_dtype_override)
-    return _unique_block_names(_complete_scan_blocks(func))
+    func = _unique_block_names(_complete_scan_blocks(func))
+    return fast_math(func) if options.fast_math else func
 
 
 def _rewrite(
@@ -136,17 +132,7 @@ def _complete_scan_blocks(func: tirx.PrimFunc) -> tirx.PrimFunc:
         for region in reads:
             if not any(region.source.same_as(b) for b in [*written, *read]):
                 read.append(region.source)
-        return s_tir.SBlock(
-            block.iter_vars,
-            [_whole(b) for b in read],
-            [_whole(b) for b in written],
-            block.name_hint,
-            block.body,
-            block.init,
-            block.alloc_buffers,
-            block.match_buffers,
-            block.annotations,
-        )
+        return rebuilt(block, reads=[_whole(b) for b in read], writes=[_whole(b) for b in written])
 
     body = tvm_ffi.structural_map(root, (s_tir.SBlock, complete))
     body = tvm_ffi.structural_map(body, (s_tir.SBlockRealize, _in_unit_loop))
@@ -203,6 +189,6 @@ def _unique_block_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
                 break
         taken.add(fresh)
         seen.add(fresh)
-        return renamed(block, fresh)
+        return rebuilt(block, name_hint=fresh)
 
     return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, rename), order="pre"))

@@ -20,10 +20,10 @@ returned: which is faster depends on the sizes, and tuning decides.
 The last loop nest must hold all blocks that read the products (compute_at moves a block
 only when all its consumers are under the target loop). A scan with two states written by
 separate computes (topi's LSTM: ``next_c``, ``next_h``) has two nests, and then only the
-blocks the last one alone consumes move; ``scan_tir.create_prim_func(...,
-merge_updates=True)`` writes such updates in one nest.
+blocks the last one alone consumes move; ``LoweringOptions(merge_updates=True)``
+writes such updates in one nest (update_merge.py).
 
-Experimental, off by default (``scan_space(target, tile_step_outputs=True)``): in the
+Experimental, off by default (``scan_space(target, step_rules=[TileStepOutputs()])``): in the
 design spaces where this rule moved the recurrent product, MultiLevelTiling leaves the
 product untiled (tests/test_step_outputs.py checks it), so it runs as a plain, unvectorised
 reduction: at A, every such candidate ran 8 ms or more, 7x the best (notes.md, section 3).
@@ -45,8 +45,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import LoopRV, SBlockRV
 
-from scan_tir.loop_kinds import free_loops
-from scan_tir.structure import SCAN_STEP, Role, block_role
+from ..lower.vocabulary import SCAN_STEP, Role, block_role, free_loops
 
 
 def _step_of(sch: Schedule, block: SBlockRV) -> SBlockRV | None:

@@ -14,14 +14,15 @@ from collections.abc import Mapping
 
 import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
 from tvm.ir.prim import expr as prim_expr
 from tvm.s_tir import meta_schedule as ms
 from tvm.sym import Analyzer
 from tvm.target import Target
 
-from .errors import ScanLoweringError
-from .invariants import expected_scans, scan_violations
+from ..errors import ScanLoweringError
+from ..lower.vocabulary import expected_scans, scan_violations
+from .replay import replay
 
 _ARITH = (
     prim_expr.Add,
@@ -125,13 +126,6 @@ def apply_best(
         "TVM cannot prove region cover for ops after the scan at symbolic length. Pass the "
         "input already projected and return the scan's state, or build one module per length."
     )
-
-
-def replay(record: ms.database.TuningRecord, func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` scheduled by ``record``'s trace (postprocessing included)."""
-    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-    record.trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch.mod["main"]
 
 
 def _last_line(err: Exception) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from tvm import te
 
-from .errors import ScanLoweringError
+from ..errors import ScanLoweringError
 
 
 def _kind(op: te.Operation) -> str:

@@ -8,7 +8,7 @@ loop: ``compute_at`` of ``next_c`` is refused (it is an output block of the step
 moved first, which needs ``next_h`` moved first. With both updates in one nest (what
 ``te.compute`` makes of a multi-output compute, one block per output under shared loops),
 the step can be tiled by its outputs and everything else computed per tile
-(``meta_rules.TileStepOutputs``): the gate math fused with the recurrent product, one
+(``step_outputs.TileStepOutputs``): the gate math fused with the recurrent product, one
 fork/join per step.
 
 Only a reader's own point of another update is inlined (``next_c`` into ``next_h``, which
@@ -23,7 +23,7 @@ from __future__ import annotations
 import tvm_ffi
 from tvm import te, tirx
 
-from .te_rewrite import load, map_reads, tensor_key
+from ..lower.te_rewrite import load, map_reads, tensor_key
 
 
 def _mergeable(tensor: te.Tensor) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from tvm import tirx
 
-from .errors import ScanLoweringError
+from ..errors import ScanLoweringError
 
 
 def layout_free(func: tirx.PrimFunc, params: Iterable[str]) -> tirx.PrimFunc:
