@@ -27,6 +27,9 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.target import Target
 
+from meta_rules import scan_rules
+from postprocs import scan_postprocs
+
 GENERATOR = "PostOrderApply (block lookup)"
 UNMATCHED = "? (in no design space of the current rules)"
 
@@ -87,8 +90,6 @@ def _design_spaces(
     """Each design space as (signature, maker) per instruction."""
     # The rules of scan_space, as Python objects: the space's own sch_rules come back from
     # TVM as generic handles that no longer know their Python class.
-    from meta_rules import scan_rules
-
     tags: dict = {}
     rules = scan_rules(target)
     space = ms.space_generator.PostOrderApply(
@@ -133,8 +134,6 @@ def _match(record_sigs: list, space: list) -> tuple[int, list[str]]:
 
 def _postproc_makers(record: ms.database.TuningRecord, target: Target, post: list) -> list[str]:
     """Apply the postprocs again to the record's schedule; tag what each adds."""
-    from postprocs import scan_postprocs
-
     sch = s_tir.Schedule(record.workload.mod)
     record.trace.apply_to_schedule(sch, remove_postproc=True)
     sch.enter_postproc()

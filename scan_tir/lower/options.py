@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
+from ..errors import ScanLoweringError
+
 
 @dataclass(frozen=True)
 class LoweringOptions:
@@ -62,7 +64,7 @@ class LoweringOptions:
         take the default."""
         unknown = sorted(set(values) - set(cls.names()))
         if unknown:
-            raise ValueError(
+            raise ScanLoweringError(
                 f"LoweringOptions: unknown option(s) {unknown}; the options are {cls.names()}."
             )
         return replace(cls(), **{k: bool(v) for k, v in values.items()})

@@ -116,6 +116,7 @@ def step_blocks(sch: s_tir.Schedule) -> list[tuple[s_tir.schedule.SBlockRV, Scan
                 found.append((sch.get_sblock(scan.step.name_hint, func_name=gv.name_hint), scan))
     return found
 
+
 # ----------------------------------------------------------------------------- blocks
 
 #: ``s_tir.SBlock``'s constructor arguments, in order.
@@ -145,6 +146,7 @@ def rebuilt(block: s_tir.SBlock, **changes: object) -> s_tir.SBlock:
 # Which loops above a block may be parallelised, vectorised or fused at (shared by the step
 # rules and postprocs): a loop qualifies when it is serial, unannotated, of constant extent,
 # and bound only to data-parallel iterators of the block.
+
 
 def block_realize(sch: Schedule, block: SBlockRV, innermost: LoopRV) -> s_tir.SBlockRealize:
     """The realize of ``block`` under ``innermost`` (a schedule exposes blocks, not their
@@ -198,6 +200,7 @@ def nested_prefix(sch: Schedule, loops: list[LoopRV], flags: list[bool]) -> list
         prefix.append(loop)
     return prefix
 
+
 # ----------------------------------------------------------------------------- invariants
 # What every schedule of a function with scans must keep. Against the function before
 # scheduling, each scan must still have:
@@ -213,6 +216,7 @@ def nested_prefix(sch: Schedule, loops: list[LoopRV], flags: list[bool]) -> list
 # The postproc ``postprocs.VerifyScanStructure`` rejects tuning candidates that break them;
 # the tests, ``apply_best`` and ``scan-tir db verify`` check replayed schedules with the
 # same code.
+
 
 @dataclass(frozen=True)
 class Expected:
