@@ -10,13 +10,14 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # The main job: a small tuning experiment. Tune topi.nn.lstm at configs A and B (32 trials
-# each; vectorisable activations, scan_tir.fast_math) with scan_tir.scan_space, then time it
-# side by side with the untuned module, PyTorch, numpy and TVM's Relax path, and print the
-# table. (Full budgets and configs C, D: experiments/tune_lstm.py, see notes.md.)
+# each; the default lowering options, i.e. the fast path: vectorisable activations and the
+# state copies made inside the step) with scan_tir.scan_space, then time it side by side
+# with the untuned module, PyTorch (eager and torch.compile), numpy and TVM's Relax path,
+# and print the table. (Other configs and full budgets: experiments/tune.py, see notes.md.)
 main: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[benchmarks]"
 	rm -rf build/main-tuning
-	TVM_NUM_THREADS=2 $(BIN)/python experiments/tune_lstm.py --configs A-fast,B-fast \
+	TVM_NUM_THREADS=2 $(BIN)/python experiments/tune.py --configs A,B \
 		--trials 32 --work-dir build/main-tuning
 
 test: $(BIN)/python

@@ -1,84 +1,227 @@
-"""What fast math and in-place packed weights each do to one and the same schedule.
+"""What each change does to one and the same schedule: a database's best record, varied.
 
-For each config, the best schedule of its database is built four ways and timed side by
-side: as tuned, with ``scan_tir.fast_math`` applied to the scheduled function (a libm
-database's schedule) or not, and on prepacked weights with the per-call weight copy
-elided (``scan_tir.prepacked``) or kept (``RemoveWeightLayoutRewriteBlock`` alone). All
-inputs are random (uniform in [-0.1, 0.1]), as the tuning runner's; every variant is first
-checked against the one built as tuned, on the same inputs (fast math: within 1e-5).
+The best record of a config's database is replayed (its sampled decisions unchanged, the
+postprocs run again) and built several ways, so that the effect of each change is measured
+on the same tiles, not through a new search:
 
-Run: ``TVM_NUM_THREADS=2 python experiments/ablation.py --configs A,B,A-fast`` from the
-repo root, after tune_lstm.py has filled ``experiments/results/<config>/``.
+- "as tuned": on prepacked weights with the per-call copy of a packed weight elided
+  (``scan_tir.prepacked``), what the tuner timed;
+- "copy kept": the copy left in (``RemoveWeightLayoutRewriteBlock`` alone);
+- "fast_math after scheduling" (and with the copy kept): ``scan_tir.fast_math`` applied to
+  the scheduled function, for a database tuned without it;
+- "bias fused": the input GEMM's bias computed per register block (``reverse_compute_at``
+  under the block's tiles, as ``meta_rules.RegisterTiling`` does outside scans), for the
+  LSTM;
+- "copies in step", and with the bias fused: the record replayed on the function lowered
+  with ``copies_in_step`` (``LoweringOptions``), for a database tuned without it.
+
+A variant that does not apply (its option already on, a block it needs missing, a trace that
+does not replay) is listed with the reason. Every variant runs on the workload's own inputs,
+its weights packed once, and is checked against the numpy reference. Timing goes in rounds
+(each variant once per round, ``time_evaluator``, median of ``--repeats``), so that a drift
+of the machine's speed reaches every variant alike; the table gives the median over rounds.
+
+Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/ablation.py --configs
+D-FAST --results experiments/results/preferred``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tvm
-from tune_lstm import build, config_module, open_database, param_shape, target
+from bench.build import fresh_tensors, param_names, target
+from bench.check import Checked, build_checked, max_err
+from bench.database import add_database_arguments, best_record, database_dir, open_database
+from bench.prepack import on_packed_weights
+from bench.report import header, markdown_table, start_run
+from bench.timing import evaluator_latency_ms, median
+from tvm.s_tir import Schedule
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
 import scan_tir
-
-VARIANTS = ("copy kept", "copy elided", "copy kept, fast_math", "copy elided, fast_math")
-
-
-def variants(tuned: tvm.IRModule) -> dict[str, tvm.tirx.PrimFunc]:
-    """The tuned module's function on prepacked weights, built each of the VARIANTS ways."""
-    kept = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(tuned)["main"]
-    elided = scan_tir.prepacked(tuned)["main"]
-    funcs = [kept, elided, scan_tir.fast_math(kept), scan_tir.fast_math(elided)]
-    return dict(zip(VARIANTS, funcs))
+from scan_tir import workloads
+from scan_tir.lower.vocabulary import free_loops
+from scan_tir.tune import log
+from scan_tir.workloads import Workload
 
 
-def run(func: tvm.tirx.PrimFunc, inputs: list[np.ndarray], repeats: int) -> tuple[float, list]:
-    """(median ms, the last two arguments after one call: the LSTM's outputs) of ``func``."""
-    mod = build(func)
-    args = [tvm.runtime.tensor(a) for a in inputs]
-    mod["main"](*args)
-    outs = [a.numpy() for a in args[-2:]]
-    timer = mod.time_evaluator("main", tvm.cpu(), number=10, repeat=repeats, min_repeat_ms=30)
-    return float(np.median(timer(*args).results)) * 1e3, outs
+def fuse_input_bias(sch: Schedule) -> None:
+    """The input GEMM's bias under its register block: at the loop above the reduction."""
+    gemm = sch.get_sblock("Xi2h")
+    loops = sch.get_loops(gemm)
+    at = loops[free_loops(sch, gemm, loops).index(False) - 1]
+    sch.reverse_compute_at(sch.get_sblock("Xi2h_bias"), at, preserve_unit_loops=True)
 
 
-def ablate(name: str, results: Path, repeats: int) -> str:
-    mod = config_module(name)
-    sch = ms.tir_integration.compile_tir(open_database(results / name), mod, target())
-    (_, base), *others = variants(sch.mod).items()
-    rng = np.random.default_rng(0)
-    shapes = [param_shape(p) for p in base.params]
-    inputs = [rng.uniform(-0.1, 0.1, s).astype("float32") for s in shapes]
-    base_ms, base_out = run(base, inputs, repeats)
-    cells = [f"{base_ms:.4f}"]
-    for label, func in others:
-        ms_, out = run(func, inputs, repeats)
-        for got, want in zip(out, base_out):
-            if "fast_math" in label:
-                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=label)
-            else:
-                np.testing.assert_array_equal(got, want, err_msg=label)
-        cells.append(f"{ms_:.4f}")
-    return f"| {name} | " + " | ".join(cells) + " |"
+def replay(trace: tvm.s_tir.Trace, mod: tvm.IRModule, bias: bool) -> tvm.tirx.PrimFunc:
+    """``trace``'s decisions on ``mod``, the bias optionally fused, postprocs run again."""
+    sch = Schedule(mod)
+    trace.apply_to_schedule(sch, remove_postproc=True)
+    if bias:
+        fuse_input_bias(sch)
+    space = scan_tir.scan_space(target())
+    # A TuneContext initialises the space's postprocs with the target (RewriteLayout etc.).
+    ms.TuneContext(mod=mod, target=target(), space_generator=space, task_name="ablation")
+    for postproc in space.postprocs:
+        if not postproc.apply(sch):
+            raise RuntimeError(f"{postproc} rejected the replayed schedule")
+    return sch.mod["main"]
+
+
+def copy_elided(tuned: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    return scan_tir.prepacked(tvm.IRModule({"main": tuned}))["main"]
+
+
+def copy_kept(tuned: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    mod = tvm.IRModule({"main": tuned})
+    return RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)["main"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How one variant is made: which function the record is replayed on, whether the bias
+    is fused, how the packed weights are read, and fast math after scheduling."""
+
+    label: str
+    in_step: bool = False
+    bias: bool = False
+    read: Callable[[tvm.tirx.PrimFunc], tvm.tirx.PrimFunc] = copy_elided
+    fast_math: bool = False
+
+    def skip_reason(self, w: Workload) -> str:
+        """Why the variant does not apply to ``w``'s database, or ""."""
+        if self.fast_math and w.options.fast_math:
+            return "fast_math is on already"
+        if self.in_step and w.options.copies_in_step:
+            return "copies_in_step is on already"
+        if self.bias and w.recurrence.name != "lstm":
+            return "no input bias block (LSTM only)"
+        return ""
+
+
+VARIANTS = (
+    Variant("as tuned"),
+    Variant("copy kept", read=copy_kept),
+    Variant("fast_math after scheduling", fast_math=True),
+    Variant("copy kept, fast_math after scheduling", read=copy_kept, fast_math=True),
+    Variant("bias fused", bias=True),
+    Variant("copies in step", in_step=True),
+    Variant("bias fused, copies in step", in_step=True, bias=True),
+)
+
+
+@dataclass
+class Run:
+    """One built variant, ready to time, or why there is none."""
+
+    label: str
+    skipped: str = ""
+    checked: Checked | None = None
+    rounds_ms: list[float] = field(default_factory=list)
+
+
+def build_variant(
+    v: Variant, record: ms.database.TuningRecord, w: Workload, inputs: list, ref: list
+) -> Run:
+    """Replay, pack, build and check one variant."""
+    skipped = v.skip_reason(w)
+    if skipped:
+        return Run(v.label, skipped)
+    func = w.prim_func(replace(w.options, copies_in_step=True) if v.in_step else None)
+    base = w.prim_func()
+    try:
+        tuned = replay(record.trace, tvm.IRModule({"main": func}), v.bias)
+    except Exception as err:  # TVM's errors: a block missing, a trace that does not replay
+        lines = [s for s in str(err).strip().splitlines() if s.strip()]
+        return Run(v.label, f"does not replay: {lines[-1][:120] if lines else type(err)}")
+    tensors = fresh_tensors(base, inputs)
+    on_packed_weights(tuned, tensors, len(ref), repeats=1)
+    compute = v.read(tuned)
+    if v.fast_math:
+        compute = scan_tir.fast_math(compute)
+    checked = build_checked(compute, param_names(base), tensors, ref)
+    return Run(v.label, checked=checked)
+
+
+def ablate(name: str, args: argparse.Namespace) -> tuple[list[list[str]], bool]:
+    """The table rows of config ``name``, and whether every variant computed right."""
+    w = workloads.get(name)
+    mod = tvm.IRModule({"main": w.prim_func()})
+    work_dir = database_dir(args.results, name)
+    record = best_record(open_database(work_dir), work_dir, mod, name)
+    inputs = w.input_arrays()
+    ref = w.numpy(inputs)
+    runs = []
+    for v in VARIANTS:
+        log(f"{name}: {v.label}")
+        runs.append(build_variant(v, record, w, inputs, ref))
+    built = [r for r in runs if not r.skipped]
+    for i in range(args.rounds):
+        log(f"{name}: timing round {i + 1}/{args.rounds}")
+        for r in built:
+            timed = evaluator_latency_ms(r.checked.lib, r.checked.args, args.repeats)
+            r.rounds_ms.append(median(timed))
+    if runs[0].skipped:
+        sys.exit(f"{name}: its best record does not replay as tuned ({runs[0].skipped})")
+    runner_ms = float(np.mean([float(s) for s in record.run_secs])) * 1e3
+    first = runs[0]
+    rows = []
+    for i, r in enumerate(runs):
+        cell = f"{name} (DB best {runner_ms:.4g} ms, {work_dir})" if i == 0 else ""
+        if r.skipped:
+            rows.append([cell, r.label, f"- ({r.skipped})", "", "", "", ""])
+            continue
+        diff = max(max_err(a, b) for a, b in zip(r.checked.outputs, first.checked.outputs))
+        rows.append(
+            [
+                cell,
+                r.label,
+                f"{median(r.rounds_ms):.4g}",
+                ", ".join(f"{x:.4g}" for x in r.rounds_ms),
+                f"{median(r.rounds_ms) / median(first.rounds_ms):.3f}",
+                f"{r.checked.err:.1e}",
+                f"{diff:.1e}",
+            ]
+        )
+    ok = all(r.checked.err <= args.tol for r in built)
+    return rows, ok
 
 
 def main(argv: list[str]) -> int:
+    """Ablate every config given, then print one table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="A,B,A-fast")
-    parser.add_argument("--results", default="experiments/results", type=Path)
-    parser.add_argument("--repeats", type=int, default=15)
+    add_database_arguments(parser)
+    parser.add_argument("--rounds", type=int, default=5, help="timing rounds")
+    parser.add_argument("--repeats", type=int, default=10, help="time_evaluator repeats a round")
+    parser.add_argument("--tol", type=float, default=1e-4, help="max abs error vs numpy")
     args = parser.parse_args(argv)
-    print(f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`\n")
-    head = ["config (its database's best)", *(f"{v} ms" for v in VARIANTS)]
-    print("| " + " | ".join(head) + " |")
-    print("|---" * len(head) + "|")
-    for name in args.configs.upper().split(","):
-        print(ablate(name, args.results, args.repeats), flush=True)
-    return 0
+    load = start_run()
+    rows, ok = [], True
+    for name in args.configs:
+        config_rows, config_ok = ablate(name, args)
+        rows += config_rows
+        ok = ok and config_ok
+    print(header(load))
+    print()
+    head = [
+        "config (its database's best)",
+        "variant",
+        "ms (median of rounds)",
+        "each round ms",
+        "vs as tuned",
+        "max abs err vs numpy",
+        "max abs diff vs as tuned",
+    ]
+    print(markdown_table(head, rows))
+    if not ok:
+        print(f"FAIL: a variant is off by more than --tol {args.tol:g}", file=sys.stderr)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

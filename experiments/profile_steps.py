@@ -3,7 +3,8 @@
 A tuned module is one function; a sampling profiler sees one symbol. This script splits it
 by construction instead: it builds the best schedule from a config's database twice, once
 as tuned and once with every scan's time loop cut to one step (the loop's extent set to 1,
-nothing else changed), and times both with random inputs. Then
+nothing else changed), and times both on the workload's inputs, weights prepacked (what the
+tuner timed). Then
 
     per step = (full - one step) / (steps - 1),    outside = one step - per step
 
@@ -11,8 +12,9 @@ and, for the step, how many parallel loops (one thread-pool fork/join each) it r
 many of its loops are vectorised. The cut module computes garbage (later rows are never
 written); it is only timed.
 
-Run: ``TVM_NUM_THREADS=2 python experiments/profile_steps.py --configs A,B`` after
-``experiments/tune_lstm.py`` has filled ``experiments/results/<config>/``.
+Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/profile_steps.py --configs
+A-FAST-INSTEP --results experiments/results/instep``, after ``experiments/tune.py`` has
+filled the databases.
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 import tvm
 import tvm_ffi
-from tune_lstm import build, config_module, config_shape, open_database, target
-from tvm.s_tir import meta_schedule as ms
+from bench.build import build, call_args, fresh_tensors, param_names
+from bench.database import add_database_arguments, best_schedule, database_dir, open_database
+from bench.prepack import on_packed_weights
+from bench.report import header, markdown_table, start_run
+from bench.timing import evaluator_latency_ms, median
 
 import scan_tir
+from scan_tir import workloads
 
 
 def cut_to_one_step(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
@@ -58,49 +63,59 @@ def step_loop_kinds(func: tvm.tirx.PrimFunc) -> tuple[int, int]:
     return kinds.count(tvm.tirx.ForKind.PARALLEL), kinds.count(tvm.tirx.ForKind.VECTORIZED)
 
 
-def time_ms(func: tvm.tirx.PrimFunc, repeats: int) -> float:
-    """Median ms per call on random inputs of the parameters' shapes."""
-    lib = build(func)
-    rng = np.random.default_rng(0)
-    args = [
-        tvm.runtime.tensor(rng.standard_normal([int(d) for d in p.shape]).astype(p.dtype) * 0.1)
-        for p in func.params
-    ]
-    evaluator = lib.time_evaluator("main", tvm.cpu(), number=5, repeat=repeats)
-    return float(np.median(evaluator(*args).results)) * 1e3
+def profile(name: str, results: Path, repeats: int) -> list[str]:
+    """One table row: full time, outside the scan, per step, loops per step."""
+    w = workloads.get(name)
+    base = w.prim_func()
+    mod = tvm.IRModule({"main": base})
+    work_dir = database_dir(results, name)
+    tuned = best_schedule(open_database(work_dir), work_dir, mod, name)
+    inputs = w.input_arrays()
+    tensors = fresh_tensors(base, inputs)
+    n_outputs = len(base.params) - len(inputs)
+    packed = on_packed_weights(tuned, tensors, n_outputs, repeats=1).func
 
+    def time_ms(func: tvm.tirx.PrimFunc) -> float:
+        args = call_args(func, param_names(base), tensors)
+        return median(evaluator_latency_ms(build(func), args, repeats))
 
-def profile(name: str, results: Path, repeats: int) -> str:
-    shape = config_shape(name)
-    mod = config_module(name)
-    sch = ms.tir_integration.compile_tir(open_database(results / name), mod, target())
-    # Time what the tuner timed: weights already packed (RewriteLayout's blocks removed).
-    tuned = scan_tir.prepacked(sch.mod)["main"]
-    full, one = time_ms(tuned, repeats), time_ms(cut_to_one_step(tuned), repeats)
-    steps = int(scan_tir.find_scans(tuned)[0].loop.extent)
+    full, one = time_ms(packed), time_ms(cut_to_one_step(packed))
+    steps = int(scan_tir.find_scans(packed)[0].loop.extent)
     per_step = (full - one) / (steps - 1)
-    parallel, vector = step_loop_kinds(tuned)
-    return (
-        f"| {name} {shape} | {full:.3f} | {one - per_step:.3f} | {per_step * 1e3:.1f} | "
-        f"{steps} | {per_step * steps:.3f} | {parallel} | {vector} |"
-    )
+    parallel, vector = step_loop_kinds(packed)
+    return [
+        f"{name}: {w.name}",
+        f"{full:.3f}",
+        f"{one - per_step:.3f}",
+        f"{per_step * 1e3:.1f}",
+        str(steps),
+        f"{per_step * steps:.3f}",
+        str(parallel),
+        str(vector),
+    ]
 
 
 def main(argv: list[str]) -> int:
+    """Profile every config given, then print one table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="A,B")
-    parser.add_argument("--results", default="experiments/results", type=Path)
+    add_database_arguments(parser)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
-    print(f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`")
+    load = start_run()
+    rows = [profile(name, args.results, args.repeats) for name in args.configs]
+    print(header(load))
     print()
-    print(
-        "| config | tuned ms | outside the scan ms | per step us | steps | all steps ms "
-        "| parallel loops per step | vectorised loops per step |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for name in args.configs.upper().split(","):
-        print(profile(name, args.results, args.repeats), flush=True)
+    head = [
+        "config",
+        "tuned ms",
+        "outside the scan ms",
+        "per step us",
+        "steps",
+        "all steps ms",
+        "parallel loops per step",
+        "vectorised loops per step",
+    ]
+    print(markdown_table(head, rows))
     return 0
 
 

@@ -1,5 +1,10 @@
 """Why scan-tir emits the "step" encoding: probe three S-TIR encodings of one scan.
 
+Archived probe: it ran at commits cca0d56 and 22811b4 (2026-11-30, notes.md section 1); its
+finding lives in the converter (scan_tir/lower: the step encoding). It lowers with
+``LoweringOptions.legacy()``, the converter it ran with, and compiles for llvm's generic
+CPU as it did then.
+
 The model is a simple RNN, h[0] = 0 and h[t] = tanh(h[t-1] @ W + x[t]) for t >= 1, with n = 64,
 written as three sibling computations per step: ``dense`` (the reduction over k), ``bias``
 (elementwise, there so that ``compute_inline`` has a producer to inline) and ``s_update``.
@@ -23,7 +28,8 @@ is still right. ``parallel`` of the time loop is the one primitive that must be 
 is not, the race it introduces is measured at both lengths over several runs. Finally the
 unscheduled modules' latency at length 4096 is given for reference.
 
-Run: ``TVM_NUM_THREADS=2 python experiments/encoding_probe.py`` (the race needs >= 2 threads).
+Run: ``TVM_NUM_THREADS=2 python experiments/archive/encoding_probe.py`` (the race needs >= 2
+threads).
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ def step_func(length: int, n: int = N) -> tirx.PrimFunc:
     b = te.compute((length, n), lambda t, i: d[t, i] + x[t, i], name="bias")
     u = te.compute((length, n), lambda t, i: te.tanh(b[t, i]), name="s_update")
     res = scan_tir.scan(init, u, s, name="rnn")
-    return scan_tir.create_prim_func([x, w, res])
+    return scan_tir.create_prim_func([x, w, res], options=scan_tir.LoweringOptions.legacy())
 
 
 def flat_func(length: int, n: int = N, t_axis: Callable = T.axis.scan) -> tirx.PrimFunc:

@@ -1,5 +1,8 @@
 """One GEMM under given SSRSRS tiles, beside PyTorch (oneDNN) and numpy on the same shape.
 
+Archived probe: it ran at commit 5f3e526 (night of 2026-11-30, notes.md section 3) and was
+checked again at e60a6cc; its finding lives in ``meta_rules.RegisterTiling``.
+
 Why: a tuned LSTM is one function, so its database says how fast the whole was, not how
 fast its GEMM kernel is. This script isolates the kernel: ``C = X W^T`` (X: M x K, W: N x K,
 the layout of topi's LSTM weights), W packed as RewriteLayout packs it for the innermost
@@ -8,7 +11,7 @@ meta_rules.RegisterTiling order them (S0 S1 R0 S2 R1 S3), S0 fused and parallel,
 innermost rows unrolled and the innermost columns vectorised. It is how RegisterTiling's
 structure was chosen (notes.md, section 3, "Night of 2026-11-30").
 
-Run: ``TVM_NUM_THREADS=2 python experiments/gemm_tiles.py --shape 100,4096,1024
+Run: ``TVM_NUM_THREADS=2 python experiments/archive/gemm_tiles.py --shape 100,4096,1024
 --tiles 2,2,25,1/2,8,4,64/32,32 --tiles 1,10,1,10/2,64,1,32/1,1024``
 (each ``--tiles``: rows/columns/reduction, outermost first).
 """
@@ -17,13 +20,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 import tvm
-from bench_convert import evaluator_latency_ms, loop_latency_ms, median
-from tune_lstm import target
 from tvm import s_tir, te
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/: bench
+from bench.build import target  # noqa: E402
+from bench.timing import evaluator_latency_ms, loop_latency_ms, median  # noqa: E402
 
 
 def gemm(m: int, n: int, k: int, rows: list[int], cols: list[int], red: list[int]):
