@@ -12,6 +12,7 @@ setup(
         "scan_tir.db",
         "scan_tir.experimental",
         "scan_tir.lower",
+        "scan_tir.relax",
         "scan_tir.transform",
         "scan_tir.tune",
         "scan_tir.workloads",
@@ -36,6 +37,8 @@ setup(
         # nbclient, nbformat, ipykernel: test_notebook.py runs notebooks/ headless;
         # tornado: test_rpc.py starts an RPC tracker.
         # torch: tests/test_workloads.py checks the zoo against nn.GRU, nn.RNN and nn.LSTM.
+        # onnx, onnxruntime: tests/test_relax_onnx.py builds ONNX RNN nodes and checks
+        # scan_tir.relax.from_onnx against onnxruntime (skipped where they are missing).
         "tests": [
             "pytest",
             "hypothesis",
@@ -45,9 +48,12 @@ setup(
             "ipykernel",
             "tornado",
             "torch==2.13.0",
+            "onnx",
+            "onnxruntime",
         ],
         # The CPU build on local disk; a bare "torch" pulls a multi-GB CUDA build.
-        "benchmarks": ["torch==2.13.0"],
+        # onnxruntime: the ONNX baseline (its own CPU LSTM/GRU/RNN kernels).
+        "benchmarks": ["torch==2.13.0", "onnx", "onnxruntime"],
     },
     entry_points={"console_scripts": ["scan-tir=scan_tir.cli:main"]},
 )

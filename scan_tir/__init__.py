@@ -2,11 +2,13 @@
 
 The package is layered, and data flows one way through it::
 
-    lower/       TE -> S-TIR: the converter, its options, and the S-TIR vocabulary
-                 (annotations, roles, loop kinds, invariants) that rules and postprocs read
-    transform/   passes on lowered or tuned functions: fast math, layout-free weights,
-                 prepacked weights
+    lower/       TE -> S-TIR: the converter, its options (fast math among them), and the
+                 S-TIR vocabulary (annotations, roles, loop kinds, invariants) that rules
+                 and postprocs read
+    transform/   passes on lowered or tuned functions: layout-free weights, prepacked
+                 weights
     tune/        target, search space, builders and runners, progress, symbolic replay
+    relax/       models through TVM's Relax frontends, each recurrence one scan kernel
     db/          tuning databases: summary, verification, provenance, plots
     workloads/   the zoo of recurrences and the experiments' configs
     experimental/  ideas kept with their tests, off the main path
@@ -32,7 +34,7 @@ _EXPORTS = {
     "ScanNest": "scan_tir.lower.vocabulary",
     "find_scans": "scan_tir.lower.vocabulary",
     "scan_violations": "scan_tir.lower.vocabulary",
-    "fast_math": "scan_tir.transform.fast_math",
+    "fast_math": "scan_tir.lower.fast_math",
     "layout_free": "scan_tir.transform.layout_free",
     "elide_param_copies": "scan_tir.transform.prepacked",
     "prepacked": "scan_tir.transform.prepacked",
@@ -41,7 +43,7 @@ _EXPORTS = {
     "size_vars": "scan_tir.tune.symbolic",
     "specialize": "scan_tir.tune.symbolic",
 }
-_SUBPACKAGES = ("db", "experimental", "lower", "transform", "tune", "workloads")
+_SUBPACKAGES = ("db", "experimental", "lower", "relax", "transform", "tune", "workloads")
 
 __all__ = sorted(_EXPORTS)
 

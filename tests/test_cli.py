@@ -8,25 +8,17 @@ must give exit code 3, never a C++ abort).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_db import FIXTURE, RECORDS, damage, raw_means_ms
+from util import RECORDS, damage, raw_means_ms
 
 from scan_tir import cli
 from scan_tir.workloads import Workload
 
 SCRIPT = Path(sys.executable).parent / "scan-tir"
-
-
-@pytest.fixture
-def tiny(tmp_path) -> Path:
-    out = tmp_path / "tiny"
-    shutil.copytree(FIXTURE, out)
-    return out
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -38,7 +30,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_summary_top_show(tiny, capsys):
     code, out, _ = run(capsys, "db", "summary", tiny)
     assert code == cli.OK
-    assert "lstm(seq=8, batch=1, input=4, hidden=8)" in out
+    assert "lstm(seq=8, batch=1, input=4, hidden=8) [legacy]" in out
     assert f"{min(raw_means_ms(tiny)):.4g}" in out
     code, out, _ = run(capsys, "db", "top", tiny, "-k", "2", "--no-baseline")
     assert code == cli.OK and len(out.strip().splitlines()) == 3

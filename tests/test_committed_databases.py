@@ -1,35 +1,34 @@
-"""Every committed tuning database still matches the function its config builds today.
+"""Every committed tuning database still matches the function its tag describes.
 
 A database is keyed by the tuned function's structure. A converter change that alters a
-config's function (an option's default, the order of a scan's inputs) orphans every
+workload's function (an option's default, the order of a scan's inputs) orphans every
 database tuned for it: ``compile_tir`` then finds no record, and the tables in notes.md can
-no longer be replayed. This builds, for each database under ``experiments/results``, the
-function that experiments/tune_lstm.py (LSTM configs A-D with their variant suffixes) or
-experiments/tune_zoo.py (zoo configs) builds for that directory's name.
+no longer be replayed. Each database under ``experiments/results`` holds functions tagged
+with their workload and lowering options (``scan_tir.workloads.workload_of``); this rebuilds
+each from its tag alone and asks the database for it, and checks that the directory's name
+says the same config and options (``parse_config``; for these committed directories a name
+without suffixes means every option off, the converter of the time).
 """
 
 from __future__ import annotations
 
-import sys
+import json
 from pathlib import Path
 
 import pytest
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from scan_tir import workloads
+from scan_tir import LoweringOptions
+from scan_tir.workloads import get, parse_config, workload_of
 
 RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
 DATABASES = sorted(p.parent for p in RESULTS.rglob("database_workload.json"))
-sys.path.insert(0, str(RESULTS.parent))  # experiments/: tune_lstm builds the LSTM configs
-
-from tune_lstm import CONFIGS, config_base, config_module  # noqa: E402
 
 
-def _function(config: str) -> tvm.IRModule:
-    if config_base(config) in CONFIGS:
-        return config_module(config)
-    return tvm.IRModule({"main": workloads.get(config).prim_func()})
+def _stored_functions(work_dir: Path) -> list[tvm.tirx.PrimFunc]:
+    lines = (work_dir / "database_workload.json").read_text().splitlines()
+    return [ms.database.Workload.from_json(json.loads(line)).mod["main"] for line in lines]
 
 
 def test_there_are_databases():
@@ -37,10 +36,20 @@ def test_there_are_databases():
 
 
 @pytest.mark.parametrize("work_dir", DATABASES, ids=lambda p: str(p.relative_to(RESULTS)))
-def test_database_matches_its_config(work_dir: Path):
+def test_database_matches_its_tag_and_its_name(work_dir: Path):
     db = ms.database.JSONDatabase(
         path_workload=str(work_dir / "database_workload.json"),
         path_tuning_record=str(work_dir / "database_tuning_record.json"),
         allow_missing=False,
     )
-    assert db.has_workload(_function(work_dir.name)), f"{work_dir} no longer matches"
+    base, named = parse_config(work_dir.name)
+    stored = _stored_functions(work_dir)
+    assert stored
+    for func in stored:
+        workload = workload_of(func)
+        assert workload is not None, f"{work_dir}: an untagged function"
+        assert workload == get(base, named or LoweringOptions.legacy()), (
+            f"{work_dir}: tagged {workload.name}"
+        )
+        rebuilt = tvm.IRModule({"main": workload.prim_func()})
+        assert db.has_workload(rebuilt), f"{work_dir}: {workload.name} no longer matches"

@@ -7,7 +7,8 @@ import pytest
 import tvm
 import tvm_ffi
 from tvm import s_tir, te
-from util import compile_func, lower_and_build, run
+from util import block_names, compile_func, lower_and_build, run
+from workloads import rnn, rnn_ref
 
 import scan_tir
 from scan_tir.workloads import get
@@ -148,7 +149,7 @@ def test_states_of_different_shapes_with_dense_and_chain():
         gr[t] = 0.9 * gr[t - 1] + 0.1 * hr[t][np.arange(a)[:, None] + np.arange(b)[None, :]]
     np.testing.assert_allclose(g_out, gr, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(y_out, hr * 2 + gr[:, 0, 0][:, None], rtol=1e-4, atol=1e-5)
-    names = {b.name_hint for b in _blocks(func)}
+    names = set(block_names(func))
     assert {"x_scaled", "two", "two_step", "hw", "pre", "h_new", "g_new", "after"} <= names
     assert "two_h_init" in names and "two_g_init" in names
 
@@ -179,7 +180,7 @@ def test_stacked_scans_repeat_names():
         return h
 
     np.testing.assert_allclose(got, ref_layer(ref_layer(xv, w1v), w2v), rtol=1e-4, atol=1e-5)
-    names = [b.name_hint for b in _blocks(func)]
+    names = block_names(func)
     assert len(names) == len(set(names))
     assert [s.name for s in scan_tir.find_scans(func)] == ["layer", "layer"]
 
@@ -247,40 +248,8 @@ def test_index_dtype_override_int64():
 # --- the S-TIR it emits ---------------------------------------------------------------------
 
 
-def _blocks(func):
-    found = []
-
-    def visit(node):
-        if isinstance(node, s_tir.SBlockRealize):
-            found.append(node.block)
-
-    import tvm_ffi
-
-    tvm_ffi.structural_walk(func.body, (s_tir.SBlockRealize, visit), order="pre")
-    return found
-
-
-def _rnn(length=32, n=16):
-    x = te.placeholder((length, n), name="X")
-    w = te.placeholder((n, n), name="W")
-    s = te.placeholder((length, n), name="s")
-    init = te.compute((1, n), lambda _, i: 0.0, name="s_init")
-    k = te.reduce_axis((0, n), name="k")
-    d = te.compute((length, n), lambda t, i: te.sum(s[t - 1, k] * w[k, i], axis=k), name="dense")
-    b = te.compute((length, n), lambda t, i: d[t, i] + x[t, i], name="bias")
-    u = te.compute((length, n), lambda t, i: te.tanh(b[t, i]), name="s_update")
-    return [x, w, scan_tir.scan(init, u, s, name="rnn")]
-
-
-def _rnn_ref(xv, wv):
-    h = np.zeros(xv.shape)
-    for t in range(1, xv.shape[0]):
-        h[t] = np.tanh(h[t - 1] @ wv + xv[t])
-    return h
-
-
 def test_emitted_structure():
-    func = scan_tir.create_prim_func(_rnn())
+    func = scan_tir.create_prim_func(rnn())
     (scan,) = scan_tir.find_scans(func)
     assert scan.name == "rnn" and scan.block.name_hint == "rnn"
     assert scan.loop.kind == tvm.tirx.ForKind.SERIAL
@@ -288,11 +257,11 @@ def test_emitted_structure():
     assert scan.step.name_hint == "rnn_step"
     (iv,) = scan.step.iter_vars
     assert iv.iter_type == scan_tir.lower.vocabulary.ORDERED
-    inner = {b.name_hint for b in _blocks(tvm.tirx.PrimFunc([], scan.step.body))}
+    inner = set(block_names(scan.step.body))
     assert inner == {"dense", "bias", "s_update"}
-    in_scan = {b.name_hint for b in _blocks(tvm.tirx.PrimFunc([], scan.block.body))}
+    in_scan = set(block_names(scan.block.body))
     assert in_scan == inner | {"rnn_init", "rnn_step"}
-    assert {b.name_hint for b in _blocks(func)} - in_scan == {"root", "s_init", "rnn"}
+    assert set(block_names(func)) - in_scan == {"root", "s_init", "rnn"}
     buffers = {str(m.buffer.name) for m in scan.step.match_buffers}
     assert buffers == {"s_prev", "X_t", "s_update"}
     assert [str(b.name) for b in scan.step.alloc_buffers] == ["dense", "bias"]
@@ -337,7 +306,7 @@ def test_ops_around_a_scan_accept_schedule_primitives():
 
 
 def test_scan_axis_refuses_parallel_and_vectorize():
-    sch = s_tir.Schedule(scan_tir.create_prim_func(_rnn()))
+    sch = s_tir.Schedule(scan_tir.create_prim_func(rnn()))
     (t,) = sch.get_loops(sch.get_sblock("rnn_step"))
     for primitive in (sch.parallel, sch.vectorize):
         with pytest.raises(s_tir.ScheduleError):
@@ -348,7 +317,7 @@ def test_step_blocks_accept_schedule_primitives():
     """split, reorder, compute_inline, decompose_reduction, parallel and vectorize inside
     the step, then correctness at a long sequence with 2 threads (races hide at short)."""
     length, n = 2048, 16
-    func = scan_tir.create_prim_func(_rnn(length, n))
+    func = scan_tir.create_prim_func(rnn(length, n))
     sch = s_tir.Schedule(func)
     sch.compute_inline(sch.get_sblock("bias"))
     dense = sch.get_sblock("dense")
@@ -364,14 +333,14 @@ def test_step_blocks_accept_schedule_primitives():
     lib = compile_func(sch.mod["main"])
     xv, wv = rand(length, n), rand(n, n, scale=0.3)
     (got,) = run(lib, [xv, wv], [(length, n)])
-    np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
 
 
 def test_symbolic_length_one_module_all_lengths_two_threads():
     """One module with a symbolic length, its step parallelised over 2 threads, checked from
     length 1 to several thousand: a race between steps would show at the long lengths."""
     m, n = te.var("m"), 32
-    func = scan_tir.create_prim_func(_rnn(m, n))
+    func = scan_tir.create_prim_func(rnn(m, n))
     sch = s_tir.Schedule(func)
     dense = sch.get_sblock("dense")
     i, k = sch.get_loops(dense)[-2:]
@@ -386,7 +355,7 @@ def test_symbolic_length_one_module_all_lengths_two_threads():
     for length in (1, 2, 3, 100, 4096):
         xv = rand(length, n)
         (got,) = run(lib, [xv, wv], [(length, n)])
-        np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got, rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
 
 
 def test_batch_first_input_read_through_whole_buffer():
@@ -452,7 +421,7 @@ def test_multi_output_body_ops_and_argmax_reduction_with_int_state():
 
 def test_emitted_func_round_trips_through_tvmscript_and_json():
     """Researchers print, edit and re-parse modules; databases store them as JSON."""
-    func = scan_tir.create_prim_func(_rnn(te.var("m"), 8))
+    func = scan_tir.create_prim_func(rnn(te.var("m"), 8))
     tvm.ir.assert_structural_equal(func, tvm.script.from_source(func.script()))
     mod = tvm.IRModule({"main": func})
     tvm.ir.assert_structural_equal(mod, tvm.ir.load_json(tvm.ir.save_json(mod)))

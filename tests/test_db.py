@@ -1,8 +1,7 @@
 """scan_tir.db on a small real database and on damaged copies of it.
 
-tests/data/lstm_tiny holds 4 records of ``lstm(seq=8, batch=1, input=4, hidden=8)``, made by
-``scan-tir tune lstm --sizes seq=8,batch=1,input=4,hidden=8 --trials 4 --trials-per-iter 2
---population 16 -d tests/data/lstm_tiny`` (logs removed).
+tests/data/lstm_tiny (util.FIXTURE) holds 4 records of ``lstm(seq=8, batch=1, input=4,
+hidden=8)`` lowered with ``LoweringOptions.legacy()``; the ``tiny`` fixture is a copy.
 """
 
 from __future__ import annotations
@@ -11,46 +10,19 @@ import csv
 import json
 import math
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
+import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
+from util import FIXTURE_SIZES, RECORDS, damage, raw_means_ms, untagged
 
 from scan_tir import db as sdb
 from scan_tir import scan_space, workloads
 from scan_tir.db import numerics
 from scan_tir.db.plot import best_so_far
-from scan_tir.tuning import default_target
 from scan_tir.workloads import Workload
-
-FIXTURE = Path(__file__).parent / "data" / "lstm_tiny"
-RECORDS = "database_tuning_record.json"
-#: Config A lowered with merge_updates (untagged): a workload no zoo entry lowers to.
-MERGED_A = Path(__file__).parents[1] / "experiments" / "results" / "old-runner" / "A-MERGED"
-
-
-@pytest.fixture
-def tiny(tmp_path) -> Path:
-    out = tmp_path / "tiny"
-    shutil.copytree(FIXTURE, out)
-    return out
-
-
-def raw_means_ms(work_dir: Path) -> list[float]:
-    """Mean run_secs of each record line, read with plain json: the independent reference."""
-    lines = (work_dir / RECORDS).read_text().splitlines()
-    return [1e3 * sum(r) / len(r) for r in (json.loads(x)[1][1] for x in lines)]
-
-
-def damage(work_dir: Path) -> list[str]:
-    """Append a record pointing at a missing workload, then half a record (a killed write)."""
-    lines = (work_dir / RECORDS).read_text().splitlines()
-    orphan = json.dumps([7, json.loads(lines[0])[1]])
-    with (work_dir / RECORDS).open("a") as fh:
-        fh.write(orphan + "\n" + lines[1][: len(lines[1]) // 2])
-    return lines
 
 
 def test_load_reads_every_record(tiny):
@@ -58,7 +30,7 @@ def test_load_reads_every_record(tiny):
     assert not db.problems
     assert [e.line for e in db.entries] == [1, 2, 3, 4]
     assert [e.mean_ms for e in db.entries] == pytest.approx(raw_means_ms(tiny))
-    assert db.workload_name(0) == "lstm(seq=8, batch=1, input=4, hidden=8)"
+    assert db.workload_name(0) == "lstm(seq=8, batch=1, input=4, hidden=8) [legacy]"
 
 
 def test_damaged_lines_are_named_and_the_others_read(tiny):
@@ -119,51 +91,50 @@ def test_empty_and_wrong_paths(tmp_path):
         sdb.load(tmp_path.parent)
 
 
-def test_summary_and_top_match_the_raw_file(tiny):
+def test_summary_and_top_match_the_raw_file(tiny, host_target):
     db = sdb.load(tiny)
     means = raw_means_ms(tiny)
     (row,) = sdb.summary(db)
     assert (row.records, row.valid) == (4, 4)
     assert row.best_ms == pytest.approx(min(means))
     assert row.best_trial == means.index(min(means)) + 1
-    rows = sdb.top(db, 3, default_target())
+    rows = sdb.top(db, 3, host_target)
     assert [r.entry.mean_ms for r in rows] == pytest.approx(sorted(means)[:3])
     assert rows[0].untuned_ms > 0
     assert rows[0].speedup == pytest.approx(rows[0].untuned_ms / min(means))
 
 
-def test_verify_checks_numerics_against_numpy(tiny):
+def test_verify_checks_numerics_against_numpy(tiny, host_target):
     db = sdb.load(tiny)
-    verdicts = sdb.verify(db, default_target())
+    verdicts = sdb.verify(db, host_target)
     assert len(verdicts) == 4 and all(v.ok for v in verdicts), verdicts
     assert all(0 <= v.max_error < 1e-4 for v in verdicts)
 
 
-def test_verify_fails_on_wrong_reference(tiny, monkeypatch):
+def test_verify_fails_on_wrong_reference(tiny, host_target, monkeypatch):
     """Able to fail: a reference off by 1e-2 makes every record fail."""
     right = Workload.numpy
     monkeypatch.setattr(Workload, "numpy", lambda self, xs: [a + 1e-2 for a in right(self, xs)])
-    verdicts = sdb.verify(sdb.load(tiny), default_target())
+    verdicts = sdb.verify(sdb.load(tiny), host_target)
     assert verdicts and not any(v.ok for v in verdicts)
     assert all("wrong result" in v.problem and v.max_error > 5e-3 for v in verdicts)
 
 
-def test_verify_without_zoo_reference_uses_the_untuned_output(tiny, monkeypatch):
+def test_verify_without_zoo_reference_uses_the_untuned_output(tiny, host_target, monkeypatch):
     monkeypatch.setattr(sdb.TuningDB, "workload", lambda self, index: None)
     db = sdb.load(tiny)
-    c = numerics.case(db, 0, default_target())
+    c = numerics.case(db, 0, host_target)
     assert "untuned" in c.reference and len(c.check) == len(db.func(0).params)
     # The fallback reference is the real LSTM: the outputs equal numpy's.
-    ref = workloads.get("lstm", seq=8, batch=1, input=4, hidden=8).numpy(c.args[:5])
+    ref = workloads.get("lstm", **FIXTURE_SIZES).numpy(c.args[:5])
     np.testing.assert_allclose(c.expected[5], ref[0], rtol=1e-4, atol=1e-5)
-    assert all(v.ok for v in sdb.verify(db, default_target()))
+    assert all(v.ok for v in sdb.verify(db, host_target))
 
 
-def fresh_record(db: sdb.TuningDB) -> ms.database.TuningRecord:
+def fresh_record(db: sdb.TuningDB, target: tvm.target.Target) -> ms.database.TuningRecord:
     """A record as the tuner makes one from the current rules, without measuring: a design
     space's trace, simplified, replayed, then postprocessed (the fixture's records may come
     from an older version of the rules)."""
-    target = default_target()
     wl = db.workloads[0]
     ctx = ms.TuneContext(mod=wl.mod, target=target, space_generator=scan_space(target),
                          task_name="fresh")
@@ -176,9 +147,9 @@ def fresh_record(db: sdb.TuningDB) -> ms.database.TuningRecord:
     raise AssertionError("no design space passes the postprocs")
 
 
-def test_provenance_names_a_maker_for_every_instruction(tiny):
-    record = fresh_record(sdb.load(tiny))
-    steps = sdb.provenance(record, default_target())
+def test_provenance_names_a_maker_for_every_instruction(tiny, host_target):
+    record = fresh_record(sdb.load(tiny), host_target)
+    steps = sdb.provenance(record, host_target)
     assert [s.python for s in steps] == list(record.trace.as_python())
     makers = {s.made_by for s in steps}
     assert not any(m.startswith("?") or m.startswith("postproc (") for m in makers), makers
@@ -228,21 +199,24 @@ def test_compare(tiny, tmp_path):
     (row,) = sdb.compare(sdb.load(half), sdb.load(tiny))
     assert (row.a.records, row.b.records) == (2, 4)
     assert row.ratio == pytest.approx(min(raw_means_ms(half)) / min(raw_means_ms(tiny)))
-    # A database of another workload, which no workload of the zoo lowers to.
+    # A database of a workload the zoo did not make: tiny's function without its tag (the
+    # tag is part of the function, so this is another workload), one record.
     other = tmp_path / "b"
     other.mkdir()
-    shutil.copy(MERGED_A / "database_workload.json", other)
-    (other / RECORDS).write_text((MERGED_A / RECORDS).open().readline())
+    func = untagged(sdb.load(tiny).func(0))
+    line = json.dumps(ms.database.Workload(tvm.IRModule({"main": func})).as_json())
+    (other / "database_workload.json").write_text(line + "\n")
+    (other / RECORDS).write_text((tiny / RECORDS).open().readline())
     rows = sdb.compare(sdb.load(tiny), sdb.load(other))
     assert [(r.a.records, r.b.records) for r in rows] == [(4, 0), (0, 1)]
     assert rows[1].name == "workload #0 (not from the zoo)"
     assert math.isnan(rows[0].ratio)
 
 
-def test_numerics_of_the_untuned_function(tiny):
+def test_numerics_of_the_untuned_function(tiny, host_target):
     db = sdb.load(tiny)
-    lib = numerics.build(db.func(0), default_target())
-    c = numerics.case(db, 0, default_target())
+    lib = numerics.build(db.func(0), host_target)
+    c = numerics.case(db, 0, host_target)
     out = numerics.call(lib, c.args)
     assert numerics.max_error(out, c) < 1e-4
     assert numerics.latency_ms(lib, c.args, repeat=2) > 0

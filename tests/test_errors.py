@@ -23,54 +23,45 @@ def _lower(*outs, args=()):
     return scan_tir.create_prim_func([*args, *outs])
 
 
-def test_update_reads_current_step():
-    s = _state()
-    u = te.compute((L, N), lambda t, i: s[t, i] + 1, name="u_now")
-    res = scan_tir.scan(_init(), u, s, name="now")
-    with pytest.raises(ScanLoweringError, match=r"'now'.*'u_now'.*t\+0.*earlier steps"):
+def _refused(pattern: str, update, state, name: str, init=None) -> None:
+    """Lowering the scan of ``update`` over ``state`` raises an error matching ``pattern``."""
+    res = scan_tir.scan(init if init is not None else _init(), update, state, name=name)
+    with pytest.raises(ScanLoweringError, match=pattern):
         _lower(res)
 
 
-def test_update_reads_later_step():
+@pytest.mark.parametrize(
+    "row, update, scan, pattern",
+    [
+        (lambda t: t, "u_now", "now", r"'now'.*'u_now'.*t\+0.*earlier steps"),
+        (lambda t: t + 1, "u_later", "later", r"'u_later'.*t\+1, a later step"),
+        (lambda t: t - 2, "u_lag2", "short_init", r"'u_lag2'.*t-2.*only 1 row.*2 rows"),
+        (lambda t: t // 2, "u_half", "halving", r"'u_half'.*not a constant lag.*t-k"),
+    ],
+    ids=["current step", "later step", "lag beyond init rows", "non-constant lag"],
+)
+def test_update_reads_a_row_it_cannot(row, update, scan, pattern):
+    """With one init row: only t-1 can be read."""
     s = _state()
-    u = te.compute((L, N), lambda t, i: s[t + 1, i], name="u_later")
-    res = scan_tir.scan(_init(), u, s, name="later")
-    with pytest.raises(ScanLoweringError, match=r"'u_later'.*t\+1, a later step"):
-        _lower(res)
+    u = te.compute((L, N), lambda t, i: s[row(t), i] + 1, name=update)
+    _refused(pattern, u, s, scan, init=_init(rows=1))
 
 
-def test_lag_beyond_init_rows():
+@pytest.mark.parametrize(
+    "body_op, length, row, init_rows, pattern",
+    [
+        ("a", L, lambda t: t - 1, 2, r"'u' reads 'a'.*Make 'a' a state"),
+        ("short_a", L - 1, lambda t: t, 1, r"'short_a'.*runs over 16 time steps"),
+    ],
+    ids=["read at another step", "wrong time extent"],
+)
+def test_body_op_read_wrongly(body_op, length, row, init_rows, pattern):
+    """The update reads a body op (not a state) at a step other than its own, or the body
+    op runs over fewer steps than the scan."""
     s = _state()
-    u = te.compute((L, N), lambda t, i: s[t - 2, i], name="u_lag2")
-    res = scan_tir.scan(_init(rows=1), u, s, name="short_init")
-    with pytest.raises(ScanLoweringError, match=r"'u_lag2'.*t-2.*only 1 row.*2 rows"):
-        _lower(res)
-
-
-def test_non_constant_lag():
-    s = _state()
-    u = te.compute((L, N), lambda t, i: s[t // 2, i], name="u_half")
-    res = scan_tir.scan(_init(), u, s, name="halving")
-    with pytest.raises(ScanLoweringError, match=r"'u_half'.*not a constant lag.*t-k"):
-        _lower(res)
-
-
-def test_intermediate_read_at_other_step():
-    s = _state()
-    a = te.compute((L, N), lambda t, i: s[t - 1, i] * 2, name="a")
-    u = te.compute((L, N), lambda t, i: a[t - 1, i], name="u_reads_a")
-    res = scan_tir.scan(_init(rows=2), u, s, name="stale")
-    with pytest.raises(ScanLoweringError, match=r"'u_reads_a' reads 'a'.*Make 'a' a state"):
-        _lower(res)
-
-
-def test_body_op_with_wrong_time_extent():
-    s = _state()
-    a = te.compute((L - 1, N), lambda t, i: s[t - 1, i] * 2, name="short_a")
-    u = te.compute((L, N), lambda t, i: a[t, i], name="u")
-    res = scan_tir.scan(_init(), u, s, name="ragged")
-    with pytest.raises(ScanLoweringError, match=r"'short_a'.*runs over 16 time steps"):
-        _lower(res)
+    a = te.compute((length, N), lambda t, i: s[t - 1, i] * 2, name=body_op)
+    u = te.compute((L, N), lambda t, i: a[row(t), i], name="u")
+    _refused(pattern, u, s, "body", init=_init(rows=init_rows))
 
 
 def test_scan_inside_scan_body():
@@ -82,9 +73,7 @@ def test_scan_inside_scan_body():
     )
     inner = te.scan(inner_init, inner_upd, s_inner, name="inner_scan")
     outer_upd = te.compute((L, N), lambda t, i: inner[t, i], name="outer_upd")
-    outer = scan_tir.scan(_init(), outer_upd, s_outer, name="outer_scan")
-    with pytest.raises(ScanLoweringError, match=r"'outer_scan'.*ScanOp 'inner_scan'.*inside"):
-        _lower(outer)
+    _refused(r"'outer_scan'.*ScanOp 'inner_scan'.*inside", outer_upd, s_outer, "outer_scan")
 
 
 def test_extern_inside_scan_body():
@@ -93,9 +82,7 @@ def test_extern_inside_scan_body():
         (L, N), [s], lambda ins, outs: tirx.Evaluate(0), name="opaque_ext", dtype="float32"
     )
     u = te.compute((L, N), lambda t, i: ext[t, i], name="u")
-    res = scan_tir.scan(_init(), u, s, name="with_extern")
-    with pytest.raises(ScanLoweringError, match=r"ExternOp 'opaque_ext'.*only te.compute"):
-        _lower(res)
+    _refused(r"ExternOp 'opaque_ext'.*only te.compute", u, s, "with_extern")
 
 
 def test_state_placeholder_read_outside_scan():

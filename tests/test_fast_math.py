@@ -7,22 +7,18 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from test_workloads import (  # noqa: F401 (builder: a fixture)
-    SMALL,
-    TARGET,
-    _assert_close,
-    _outputs,
-    _with_seq,
-    builder,
-    check_long_sequence,
-    tune_and_replay,
-)
+from tuning import tune_and_replay
 from tvm import te, tirx
 from tvm.ir.expr import Call
 from util import compile_func
+from workloads import SMALL, check_long_sequence, with_seq
 
 import scan_tir
+from scan_tir import LoweringOptions
 from scan_tir.workloads import get
+
+#: Fast math alone, the option these tests are about.
+FAST_MATH = LoweringOptions(fast_math=True, copies_in_step=False)
 
 OPS = {"exp": tirx.exp, "tanh": tirx.tanh, "sigmoid": tirx.sigmoid}
 REFERENCE = {
@@ -109,11 +105,21 @@ def test_the_rewrite_is_what_lets_llvm_vectorise():
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_every_recurrence_matches_numpy_at_1024_steps(name):
-    check_long_sequence(name, seed=5, fast_math=True)
+    check_long_sequence(name, seed=5, options=FAST_MATH)
 
 
+def test_the_converter_applies_it_as_an_option():
+    """``LoweringOptions.fast_math`` is this pass on the lowered function, nothing more."""
+    workload = get("gru", **SMALL["gru"])
+    off = scan_tir.create_prim_func(workload.tensors(), options=LoweringOptions.legacy())
+    on = scan_tir.create_prim_func(workload.tensors(), options=FAST_MATH)
+    assert ("tirx.tanh", "float32") in _calls(off)
+    tvm.ir.assert_structural_equal(on, scan_tir.fast_math(off))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lstm", "gru"])
-def test_tuned_records_replay_correct(name, builder, tmp_path):  # noqa: F811
-    workload = get(name, **_with_seq(name, 1024, 2))
-    func = workload.prim_func(fast_math=True)
-    tune_and_replay(workload, func, scan_tir.scan_space(TARGET), builder, tmp_path)
+def test_tuned_records_replay_correct(name, builder, target, tmp_path):
+    workload = get(name, FAST_MATH, **with_seq(name, 1024, 2))
+    space = scan_tir.scan_space(target)
+    tune_and_replay(workload, workload.prim_func(), space, builder, tmp_path, target)

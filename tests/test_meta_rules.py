@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import pytest
 import tvm
-import tvm_ffi
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.schedule_rule import ScheduleRule
+from util import expected, loop_kinds
 from workloads import gru, lstm
 
 import scan_tir
 from meta_rules import Scoped, scan_rules
 from scan_tir.lower.vocabulary import STEP_PARALLEL, Role
 
-TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 
-
-def _spaces(func, rules):
+def _spaces(func, rules, target):
     ctx = ms.TuneContext(
         mod=tvm.IRModule({"main": func}),
-        target=TARGET,
+        target=target,
         space_generator=ms.space_generator.PostOrderApply(
             sch_rules=rules, postprocs=[], mutator_probs={}
         ),
@@ -29,20 +27,16 @@ def _spaces(func, rules):
     return ctx.generate_design_space()
 
 
-def _block_annotations(func, name):
-    return s_tir.Schedule(func).get(s_tir.Schedule(func).get_sblock(name)).annotations
-
-
 @pytest.mark.parametrize("workload", [lstm, gru], ids=["lstm", "gru"])
-def test_design_spaces_tile_the_step_and_keep_the_scan(workload):
+def test_design_spaces_tile_the_step_and_keep_the_scan(workload, target):
     func = scan_tir.layout_free(scan_tir.create_prim_func(workload(32, 8, 16)), ["Wi", "Wh"])
     dense = "s_h2h" if workload is lstm else "hw"
-    spaces = _spaces(func, scan_rules(TARGET))
+    spaces = _spaces(func, scan_rules(target), target)
     assert len(spaces) > 1
     tilings = set()
     for space in spaces:
         scheduled = space.mod["main"]
-        assert scan_tir.scan_violations(scheduled, _expected(func)) == []
+        assert scan_tir.scan_violations(scheduled, expected(func)) == []
         sch = s_tir.Schedule(scheduled)
         # The reduction inside the step was tiled, by MultiLevelTiling or by RegisterTiling
         # (whose register block ends in a vectorised loop)...
@@ -60,17 +54,11 @@ def test_design_spaces_tile_the_step_and_keep_the_scan(workload):
     assert tilings == {"SSRSRS", "register block"}
 
 
-def _expected(func):
-    from scan_tir.lower.vocabulary import expected_scans
-
-    return expected_scans(tvm.IRModule({"main": func}))["main"]
-
-
-def test_scoped_rule_never_sees_the_scan_structure():
+def test_scoped_rule_never_sees_the_scan_structure(target):
     func = scan_tir.create_prim_func(lstm(16, 4, 4))
     (tiling,) = [r for r in ScheduleRule.create("llvm") if "MultiLevel" in type(r).__name__]
     rule = Scoped(tiling, {Role.OUTSIDE, Role.IN_STEP})
-    rule._initialize_with_tune_context(ms.TuneContext(target=TARGET))
+    rule._initialize_with_tune_context(ms.TuneContext(target=target))
     for name in ("lstm_scan", "lstm_scan_step", "lstm_scan_h_state_init"):
         sch = s_tir.Schedule(func)
         (out,) = rule.apply(sch, sch.get_sblock(name))
@@ -81,22 +69,20 @@ def test_scoped_rule_never_sees_the_scan_structure():
 
 def _step_loop_kinds(func):
     (scan,) = scan_tir.find_scans(func)
-    kinds = set()
-    tvm_ffi.structural_walk(scan.step.body, (tvm.tirx.For, lambda loop: kinds.add(loop.kind)))
-    return kinds
+    return set(loop_kinds(scan.step.body))
 
 
 @pytest.mark.parametrize("space", ["stock", "scan"])
-def test_only_the_scan_space_parallelises_and_vectorises_inside_steps(space):
+def test_only_the_scan_space_parallelises_and_vectorises_inside_steps(space, target):
     """Why the step rules exist: with the stock llvm rules and postprocs, the step's work
     is tiled but stays serial and scalar (parallel/vector loops are made only for the
     root's children)."""
     func = scan_tir.create_prim_func(lstm(16, 4, 64))
     generator = (
-        scan_tir.scan_space(TARGET) if space == "scan" else ms.space_generator.PostOrderApply()
+        scan_tir.scan_space(target) if space == "scan" else ms.space_generator.PostOrderApply()
     )
     ctx = ms.TuneContext(
-        mod=tvm.IRModule({"main": func}), target=TARGET, space_generator=generator, task_name="t"
+        mod=tvm.IRModule({"main": func}), target=target, space_generator=generator, task_name="t"
     )
     kinds, raised = set(), []
     for design in ctx.generate_design_space():
@@ -121,10 +107,10 @@ def test_rules_are_for_cpu_targets():
         scan_rules(tvm.target.Target({"kind": "cuda"}))
 
 
-def test_space_holds_a_serial_and_a_parallel_root():
+def test_space_holds_a_serial_and_a_parallel_root(target):
     """For small recurrences the fork/join around the scan costs more than the work: the
     stock rule always parallelises the root, the scan space also offers it serial."""
     func = scan_tir.create_prim_func(lstm(64, 16, 16))
-    traces = [str(space.trace) for space in _spaces(func, scan_rules(TARGET))]
+    traces = [str(space.trace) for space in _spaces(func, scan_rules(target), target)]
     parallel = ['ann_key="meta_schedule.parallel", ann_val=32' in t for t in traces]
     assert any(parallel) and not all(parallel)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
-from test_convert import _rnn, _rnn_ref, rand
 from tvm import s_tir, te
-from util import compile_func, run
+from util import assert_close, compile_func, expected, loop_kinds, outputs, run
+from workloads import rnn, rnn_ref, with_seq
 
 import scan_tir
 from postprocs import (
@@ -16,9 +16,19 @@ from postprocs import (
     RewriteStepParallelVectorizeUnroll,
     VerifyScanStructure,
 )
-from scan_tir.lower.vocabulary import expected_scans
-from scan_tir.lower.vocabulary import STEP_PARALLEL, STEP_UNROLL, STEP_VECTORIZE
+from scan_tir.lower.vocabulary import (
+    STEP_PARALLEL,
+    STEP_UNROLL,
+    STEP_VECTORIZE,
+    expected_scans,
+)
 from scan_tir.workloads import get
+
+RNG = np.random.default_rng(13)
+
+
+def rand(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype("float32")
 
 
 def _verifier(func):
@@ -28,7 +38,7 @@ def _verifier(func):
 
 
 def test_verifier_accepts_work_scheduled_inside_the_step():
-    func = scan_tir.create_prim_func(_rnn(64, 16))
+    func = scan_tir.create_prim_func(rnn(64, 16))
     sch = s_tir.Schedule(func)
     sch.compute_inline(sch.get_sblock("bias"))
     i, k = sch.get_loops(sch.get_sblock("dense"))[-2:]
@@ -37,7 +47,7 @@ def test_verifier_accepts_work_scheduled_inside_the_step():
 
 
 def test_verifier_rejects_a_touched_time_loop():
-    func = scan_tir.create_prim_func(_rnn(64, 16))
+    func = scan_tir.create_prim_func(rnn(64, 16))
     for touch in ("split", "unroll", "annotate"):
         sch = s_tir.Schedule(func)
         (t,) = sch.get_loops(sch.get_sblock("rnn_step"))
@@ -48,12 +58,12 @@ def test_verifier_rejects_a_touched_time_loop():
         else:
             sch.annotate(t, "pragma_auto_unroll_max_step", 16)
         assert not _verifier(func).apply(sch), touch
-        assert scan_tir.scan_violations(sch.mod["main"], _verifier(func).expected["main"])
+        assert scan_tir.scan_violations(sch.mod["main"], expected(func))
 
 
 def test_verifier_rejects_a_block_that_left_its_step():
     """The same names, but 'bias' computed outside the scan: not the tuned function."""
-    func = scan_tir.create_prim_func(_rnn(32, 8))
+    func = scan_tir.create_prim_func(rnn(32, 8))
     x = te.placeholder((32, 8), name="X")
     w = te.placeholder((8, 8), name="W")
     bias = te.compute((32, 8), lambda t, i: x[t, i] + 1.0, name="bias")
@@ -63,7 +73,7 @@ def test_verifier_rejects_a_block_that_left_its_step():
     d = te.compute((32, 8), lambda t, i: te.sum(s[t - 1, k] * w[k, i], axis=k), name="dense")
     u = te.compute((32, 8), lambda t, i: te.tanh(d[t, i] + bias[t, i]), name="s_update")
     moved = scan_tir.create_prim_func([x, w, scan_tir.scan(init, u, s, name="rnn")])
-    problems = scan_tir.scan_violations(moved, _verifier(func).expected["main"])
+    problems = scan_tir.scan_violations(moved, expected(func))
     assert problems == ["blocks ['bias'] left the step of scan 'rnn'"]
 
 
@@ -74,14 +84,14 @@ def test_verifier_rejects_an_ill_formed_candidate():
     sch = s_tir.Schedule(func)
     sch.compute_inline(sch.get_sblock("Xi2h_bias"))
     assert not _verifier(func).apply(sch)
-    problems = scan_tir.scan_violations(sch.mod["main"], _verifier(func).expected["main"])
+    problems = scan_tir.scan_violations(sch.mod["main"], expected(func))
     assert problems == ["not well-formed S-TIR (s_tir.analysis.verify_well_formed)"]
     assert _verifier(func).apply(s_tir.Schedule(func))
 
 
 def test_dynamic_loops_allowed_only_for_time_loops():
     m = te.var("m")
-    symbolic = s_tir.Schedule(scan_tir.create_prim_func(_rnn(m, 8)))
+    symbolic = s_tir.Schedule(scan_tir.create_prim_func(rnn(m, 8)))
     # _rnn's X is (m, n) and read per step: only the time loop and the copy-free outer ops
     # depend on m; the scan's time loop is allowed, nothing else is dynamic here.
     assert DisallowDynamicLoopOutsideScans().apply(symbolic)
@@ -97,7 +107,7 @@ def test_dynamic_loops_allowed_only_for_time_loops():
 def test_step_rewrites_parallelise_vectorise_fuse_and_stay_correct():
     """The step postprocs on a tiled step, run to 2048 steps on 2 threads."""
     length, n = 2048, 64
-    func = scan_tir.create_prim_func(_rnn(length, n))
+    func = scan_tir.create_prim_func(rnn(length, n))
     sch = s_tir.Schedule(func)
     sch.compute_inline(sch.get_sblock("bias"))
     step = sch.get_sblock("rnn_step")
@@ -112,28 +122,21 @@ def test_step_rewrites_parallelise_vectorise_fuse_and_stay_correct():
     assert RewriteStepParallelVectorizeUnroll().apply(sch)
     scheduled = sch.mod["main"]
     (scan,) = scan_tir.find_scans(scheduled)
-    kinds = []
-    tvm_ffi_walk(scan.step.body, kinds)
+    kinds = loop_kinds(scan.step.body)
     assert tvm.tirx.ForKind.PARALLEL in kinds
     assert kinds.count(tvm.tirx.ForKind.PARALLEL) == 1  # one fork/join per step
     assert STEP_PARALLEL not in scan.step.annotations
-    assert scan_tir.scan_violations(scheduled, _verifier(func).expected["main"]) == []
+    assert scan_tir.scan_violations(scheduled, expected(func)) == []
     xv, wv = rand(length, n), rand(n, n, scale=0.15)
     (got,) = run(compile_func(scheduled), [xv, wv], [(length, n)])
-    np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
-
-
-def tvm_ffi_walk(stmt, kinds):
-    import tvm_ffi
-
-    tvm_ffi.structural_walk(stmt, (tvm.tirx.For, lambda loop: kinds.append(loop.kind)))
+    np.testing.assert_allclose(got, rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
 
 
 def test_step_vectorize_splits_a_loop_longer_than_the_limit():
     """A step-wide elementwise loop (256) longer than the vector limit (64) is split and its
     inner 64 vectorised, as the stock postproc does at the root."""
     length, n = 300, 256
-    func = scan_tir.create_prim_func(_rnn(length, n))
+    func = scan_tir.create_prim_func(rnn(length, n))
     sch = s_tir.Schedule(func)
     step = sch.get_sblock("rnn_step")
     sch.annotate(step, STEP_PARALLEL, 0)
@@ -145,15 +148,13 @@ def test_step_vectorize_splits_a_loop_longer_than_the_limit():
     assert int(sch.get(sch.get_loops(update)[-1]).extent) == 64
     xv, wv = rand(length, n), rand(n, n, scale=0.05)
     (got,) = run(compile_func(sch.mod["main"]), [xv, wv], [(length, n)])
-    np.testing.assert_allclose(got, _rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, rnn_ref(xv, wv), rtol=1e-4, atol=1e-4)
 
 
 def test_step_parallel_takes_an_outer_loop_longer_than_the_limit():
     """An LSTM's cell update over 64 batch rows, with a parallel limit of 32: the 64-row
     loop is made parallel, not left to one core; correct at 1024 steps on 2 threads."""
-    from test_workloads import _assert_close, _outputs, _with_seq
-
-    workload = get("lstm", **_with_seq("lstm", 1024, 64))
+    workload = get("lstm", **with_seq("lstm", 1024, 64))
     func = workload.prim_func()
     sch = s_tir.Schedule(func)
     step = sch.get_sblock("lstm_scan_step")
@@ -163,10 +164,10 @@ def test_step_parallel_takes_an_outer_loop_longer_than_the_limit():
         outer = sch.get(sch.get_loops(sch.get_sblock(name))[0])
         assert outer.kind == tvm.tirx.ForKind.PARALLEL and int(outer.extent) == 64, name
     scheduled = sch.mod["main"]
-    assert scan_tir.scan_violations(scheduled, _verifier(func).expected["main"]) == []
+    assert scan_tir.scan_violations(scheduled, expected(func)) == []
     inputs = workload.input_arrays(seed=3)
-    got, ref = _outputs(workload, compile_func(scheduled), inputs)
-    _assert_close(got, ref)
+    got, ref = outputs(workload, compile_func(scheduled), inputs)
+    assert_close(got, ref)
 
 
 @pytest.mark.parametrize("gate_outer_first", [True, False])
@@ -175,8 +176,6 @@ def test_epilogue_fusion_never_splits_a_constant_index_read(gate_outer_first):
     above the fusion loop, TVM 0.27's reverse_compute_at fuses them anyway and the step
     computes wrong values; FuseStepEpilogue must leave them out (and fuse them when the
     whole gate axis is inside the loop). Correct at 1024 steps on 2 threads either way."""
-    from test_workloads import _assert_close, _outputs
-
     workload = get("lstm", seq=1024, batch=8, input=6, hidden=32)
     func = workload.prim_func()
     sch = s_tir.Schedule(func)
@@ -190,5 +189,5 @@ def test_epilogue_fusion_never_splits_a_constant_index_read(gate_outer_first):
     for name, fused in (("gates", True), ("o_gate", not gate_outer_first)):
         outer = sch.get(sch.get_loops(sch.get_sblock(name))[0])
         assert outer.same_as(tiles) == fused, name
-    got, ref = _outputs(workload, compile_func(sch.mod["main"]), workload.input_arrays(seed=7))
-    _assert_close(got, ref)
+    got, ref = outputs(workload, compile_func(sch.mod["main"]), workload.input_arrays(seed=7))
+    assert_close(got, ref)

@@ -7,20 +7,13 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from test_scan_space import _tune
+from tuning import quick_search, tune_records
 from tvm import s_tir, te
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-from util import compile_func
+from util import assert_scans_kept, block_names, compile_func
 from workloads import lstm
 
 import scan_tir
-from scan_tir.lower.vocabulary import expected_scans
-
-
-def _block_names(func: tvm.tirx.PrimFunc) -> list[str]:
-    names: list[str] = []
-    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, lambda b: names.append(str(b.name_hint))))
-    return names
 
 
 def _copy_then_use(index) -> tvm.tirx.PrimFunc:
@@ -33,7 +26,7 @@ def _copy_then_use(index) -> tvm.tirx.PrimFunc:
 def test_a_same_layout_copy_of_a_parameter_is_elided():
     func = _copy_then_use(lambda ij: ij)
     elided = scan_tir.elide_param_copies(func)
-    assert "copy" in _block_names(func) and "copy" not in _block_names(elided)
+    assert "copy" in block_names(func) and "copy" not in block_names(elided)
     assert s_tir.analysis.verify_well_formed(elided)
     p = np.random.default_rng(0).standard_normal((4, 6)).astype("float32")
     out = tvm.runtime.tensor(np.zeros((4, 6), "float32"))
@@ -46,19 +39,15 @@ def test_a_copy_to_another_layout_is_kept():
     assert tvm_ffi.structural_equal(scan_tir.elide_param_copies(func), func)
 
 
-@pytest.fixture(scope="module")
-def tuned_lstm(tmp_path_factory):
-    seq, inp, hidden = 1024, 8, 16
-    func = scan_tir.layout_free(scan_tir.create_prim_func(lstm(seq, inp, hidden)), ["Wi", "Wh"])
-    _, records = _tune(func, tmp_path_factory.mktemp("prepacked"))
-    return func, records
-
-
-def test_prepacked_tuned_lstms_drop_the_weight_copy_and_compute_the_same(tuned_lstm):
+@pytest.mark.slow
+def test_prepacked_tuned_lstms_drop_the_weight_copy_and_compute_the_same(
+    target, builder, tmp_path
+):
     """Against the prepacked function with the copy (RemoveWeightLayoutRewriteBlock only),
     on the same packed weights: bit for bit the same outputs."""
-    func, records = tuned_lstm
-    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
+    seq, inp, hidden = 1024, 8, 16
+    func = scan_tir.layout_free(scan_tir.create_prim_func(lstm(seq, inp, hidden)), ["Wi", "Wh"])
+    _, records = tune_records(func, tmp_path, target, builder=builder, **quick_search())
     rng = np.random.default_rng(3)
     elided_any = False
     for record in records:
@@ -67,8 +56,8 @@ def test_prepacked_tuned_lstms_drop_the_weight_copy_and_compute_the_same(tuned_l
         with_copy = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sch.mod)["main"]
         without = scan_tir.prepacked(sch.mod)["main"]
         assert s_tir.analysis.verify_well_formed(without)
-        assert scan_tir.scan_violations(without, expected) == []
-        elided_any |= len(_block_names(without)) < len(_block_names(with_copy))
+        assert_scans_kept(without, func)
+        elided_any |= len(block_names(without)) < len(block_names(with_copy))
         args = [
             (rng.standard_normal([int(d) for d in p.ty.shape]) * 0.3).astype("float32")
             for p in with_copy.params

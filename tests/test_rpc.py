@@ -17,8 +17,10 @@ import tvm.rpc
 
 from scan_tir import cli
 from scan_tir import db as sdb
-from scan_tir.tuning import default_target, tune
+from scan_tir.tune import default_target, tune
 from scan_tir.workloads import get
+
+pytestmark = pytest.mark.slow
 
 KEY = "scan-tir-test"
 SIZES = {"seq": 8, "batch": 1, "input": 4, "hidden": 8}

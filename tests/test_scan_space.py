@@ -6,42 +6,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
+from tuning import tune_records
 from tvm import te
 from tvm.s_tir import meta_schedule as ms
 from tvm.topi.testing import lstm_python
-from util import compile_func, run
+from util import assert_scans_kept, compile_func, run
 from workloads import gru, gru_numpy_projected, lstm
 
 import scan_tir
-from scan_tir.lower.vocabulary import expected_scans
-from scan_tir.tune.replay import replay
-from scan_tir.tuning import build_candidate
+from scan_tir.db.replay import replay
 
-TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 RNG = np.random.default_rng(11)
 
 
-def _tune(func, work_dir, trials=8):
-    mod = tvm.IRModule({"main": func})
-    db = ms.tune_tir(
-        mod,
-        TARGET,
-        str(work_dir),
-        max_trials_global=trials,
-        num_trials_per_iter=trials,
-        space=scan_tir.scan_space(TARGET),
-        builder=ms.builder.LocalBuilder(f_build=build_candidate),
-    )
-    records = db.get_all_tuning_records()
-    assert records, "tuning measured nothing"
-    return db, records
-
-
-def test_tuned_lstm_records_replay_correct(tmp_path):
+@pytest.mark.slow
+def test_tuned_lstm_records_replay_correct(target, tmp_path):
     seq, inp, hidden = 1024, 8, 16
     func = scan_tir.layout_free(scan_tir.create_prim_func(lstm(seq, inp, hidden)), ["Wi", "Wh"])
-    _, records = _tune(func, tmp_path)
-    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
+    _, records = tune_records(func, tmp_path, target)
     values = [
         (RNG.standard_normal(shape) * 0.3).astype("float32")
         for shape in [(seq, 1, inp), (4 * hidden, inp), (4 * hidden, hidden)]
@@ -49,13 +31,14 @@ def test_tuned_lstm_records_replay_correct(tmp_path):
     ref_h, ref_c = lstm_python(*values)
     for record in records:
         scheduled = replay(record, func)
-        assert scan_tir.scan_violations(scheduled, expected) == []
+        assert_scans_kept(scheduled, func)
         got_h, got_c = run(compile_func(scheduled), values, [(seq, 1, hidden)] * 2)
         np.testing.assert_allclose(got_h, ref_h, rtol=1e-4, atol=2e-5)
         np.testing.assert_allclose(got_c, ref_c, rtol=1e-4, atol=2e-5)
 
 
-def test_symbolic_gru_tuned_at_one_length_serves_all(tmp_path):
+@pytest.mark.slow
+def test_symbolic_gru_tuned_at_one_length_serves_all(target, tmp_path):
     """Tune a fixed-length copy, apply the best schedule to the symbolic module, check it
     from 1 to 3000 steps. The GRU takes its input already projected and returns its state:
     a tiled loop over the symbolic length outside the scan (the hoisted input product) or
@@ -64,7 +47,7 @@ def test_symbolic_gru_tuned_at_one_length_serves_all(tmp_path):
     seq = te.var("seq")
     func = scan_tir.create_prim_func(gru(seq, 0, hidden, copy_out=False, project_input=False))
     representative = scan_tir.specialize(func, {"seq": 64})
-    db, records = _tune(representative, tmp_path)
+    db, records = tune_records(representative, tmp_path, target)
     wh = (RNG.standard_normal((3 * hidden, hidden)) * 0.3).astype("float32")
     bh = (RNG.standard_normal(3 * hidden) * 0.1).astype("float32")
 
@@ -76,15 +59,14 @@ def test_symbolic_gru_tuned_at_one_length_serves_all(tmp_path):
             ref = gru_numpy_projected(xw, wh, bh)
             np.testing.assert_allclose(got[1:], ref, rtol=1e-4, atol=2e-5)
 
-    check(scan_tir.apply_best(db, representative, func, TARGET), (1, 1024, 3000))
+    check(scan_tir.apply_best(db, representative, func, target), (1, 1024, 3000))
     # Every candidate measured, not only the best: each keeps the scan, and each that TVM's
     # LLVM codegen accepts at symbolic length computes right (some vectorised ones it
     # rejects, "Instruction does not dominate all uses"; apply_best skips those).
-    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
     built = 0
     for record in records:
         scheduled = replay(record, func)
-        assert scan_tir.scan_violations(scheduled, expected) == []
+        assert_scans_kept(scheduled, func)
         try:
             compile_func(scheduled)
         except tvm.error.InternalError as err:
@@ -95,11 +77,11 @@ def test_symbolic_gru_tuned_at_one_length_serves_all(tmp_path):
     assert built >= 1
 
 
-def test_apply_best_without_a_record_is_a_clear_error(tmp_path):
+def test_apply_best_without_a_record_is_a_clear_error(target, tmp_path):
     func = scan_tir.create_prim_func(gru(te.var("seq"), 4, 4))
     representative = scan_tir.specialize(func, {"seq": 8})
     empty = ms.database.JSONDatabase(work_dir=str(tmp_path))
     with pytest.raises(scan_tir.ScanLoweringError, match="no record"):
-        scan_tir.apply_best(empty, representative, func, TARGET)
+        scan_tir.apply_best(empty, representative, func, target)
     with pytest.raises(scan_tir.ScanLoweringError, match="no symbolic size 'length'"):
         scan_tir.specialize(func, {"length": 8})

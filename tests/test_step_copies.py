@@ -1,30 +1,35 @@
-"""create_prim_func(..., copies_in_step=True): a copy of each step's new state, made inside
-the step (scan_tir/step_copies.py), and FuseStepEpilogue putting it under its update."""
+"""``LoweringOptions(copies_in_step=True)``: a copy of each step's new state, made inside the
+step (scan_tir/lower/step_copies.py), and FuseStepEpilogue putting it under its update.
+
+Each test names the options it lowers with: copies in the step against ``PLAIN``, the same
+without them (fast math off in both, so that numerics compare as before the options)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import tvm
-import tvm_ffi
-from test_lstm import lstm_case, run_and_check
-from test_workloads import SMALL, TARGET, _assert_close, _outputs, _with_seq, tune_and_replay
+from tuning import tune_and_replay
 from tvm import s_tir, te
-from tvm.s_tir import meta_schedule as ms
-from util import compile_func, run
+from util import (
+    assert_close,
+    assert_scans_kept,
+    block_names,
+    compile_func,
+    loop_kinds,
+    outputs,
+    run,
+)
+from workloads import SMALL, lstm_case, run_and_check_lstm, with_seq
 
 import scan_tir
 from postprocs import FuseStepEpilogue, RewriteStepParallelVectorizeUnroll
-from scan_tir.lower.vocabulary import expected_scans
+from scan_tir import LoweringOptions
 from scan_tir.lower.vocabulary import STEP_PARALLEL, STEP_VECTORIZE
-from scan_tir.tuning import build_candidate
 from scan_tir.workloads import get
 
-
-def _names(stmt) -> list[str]:
-    found: list[str] = []
-    tvm_ffi.structural_walk(stmt, (s_tir.SBlock, lambda b: found.append(str(b.name_hint))))
-    return found
+IN_STEP = LoweringOptions(fast_math=False, copies_in_step=True)
+PLAIN = LoweringOptions.legacy()
 
 
 def _cumsum(n: int = 8):
@@ -43,12 +48,12 @@ def _cumsum(n: int = 8):
 
 
 def test_copies_move_into_the_step_and_others_stay_outside():
-    func = scan_tir.create_prim_func(list(_cumsum()), copies_in_step=True)
+    func = scan_tir.create_prim_func(list(_cumsum()), options=IN_STEP)
     (scan,) = scan_tir.find_scans(func)
-    inside = _names(scan.step.body)
+    inside = block_names(scan.step.body)
     assert "out" in inside
     assert "doubled" not in inside and "last" not in inside
-    assert {"doubled", "last"} <= set(_names(func.body))
+    assert {"doubled", "last"} <= set(block_names(func.body))
     views = {str(m.buffer.name): m.source for m in scan.step.match_buffers}
     out_view = views["out_t"]
     assert str(out_view.source.name) == "out"
@@ -67,14 +72,14 @@ def test_states_nothing_else_reads_keep_two_rows():
     step at t-1, so each keeps two rows; the running sum's state, still read outside
     (doubled, last), keeps every row."""
     args, hs, cs = lstm_case(1024)
-    func = scan_tir.create_prim_func([*args.values(), hs, cs], copies_in_step=True)
+    func = scan_tir.create_prim_func([*args.values(), hs, cs], options=IN_STEP)
     assert _rows(func, "lstm_scan_h_state") == 2 and _rows(func, "lstm_scan_c_state") == 2
-    plain = scan_tir.create_prim_func([*args.values(), hs, cs])
+    plain = scan_tir.create_prim_func([*args.values(), hs, cs], options=PLAIN)
     assert _rows(plain, "lstm_scan_h_state") == 1025
     x, copy, doubled, last = _cumsum()
-    func = scan_tir.create_prim_func([x, copy, doubled, last], copies_in_step=True)
+    func = scan_tir.create_prim_func([x, copy, doubled, last], options=IN_STEP)
     assert not isinstance(_rows(func, "sums"), int)  # seq + 1
-    assert _rows(scan_tir.create_prim_func([x, copy], copies_in_step=True), "sums") == 2
+    assert _rows(scan_tir.create_prim_func([x, copy], options=IN_STEP), "sums") == 2
 
 
 def test_second_order_recurrence_keeps_every_row():
@@ -90,10 +95,10 @@ def test_second_order_recurrence_keeps_every_row():
     )
     scan = te.scan(init, update, state, name="second")
     out = te.compute((length, n), lambda t, i: scan[t + 2, i], name="out")
-    func = scan_tir.create_prim_func([x, out], copies_in_step=True)
+    func = scan_tir.create_prim_func([x, out], options=IN_STEP)
     assert _rows(func, "second") == length + 2
     (scan_nest,) = scan_tir.find_scans(func)
-    assert "out" in _names(scan_nest.step.body)
+    assert "out" in block_names(scan_nest.step.body)
     xv = np.random.default_rng(2).standard_normal((length, n)).astype("float32")
     (got,) = run(compile_func(func), [xv], [(length, n)])
     want = np.ones((length + 2, n))
@@ -105,7 +110,7 @@ def test_second_order_recurrence_keeps_every_row():
 @pytest.mark.parametrize("length", [1, 7, 1024])
 def test_symbolic_length_module_right_at_every_length(length):
     """One module, with the copy in the step, at every length (2 threads, conftest)."""
-    lib = compile_func(scan_tir.create_prim_func(list(_cumsum()), copies_in_step=True))
+    lib = compile_func(scan_tir.create_prim_func(list(_cumsum()), options=IN_STEP))
     xv = np.random.default_rng(length).standard_normal((length, 8)).astype("float32")
     got, doubled, last = run(lib, [xv], [(length, 8), (length, 8), (8,)])
     want = np.cumsum(xv, axis=0)
@@ -115,32 +120,30 @@ def test_symbolic_length_module_right_at_every_length(length):
 
 
 @pytest.mark.parametrize(
-    "options",
+    "case",
     [{}, {"proj": True}, {"peephole": True, "reverse": True}, {"init": False, "bias": False}],
 )
-def test_topi_lstm_at_1024_steps(options):
-    args, hs, cs = lstm_case(1024, **options)
-    func = scan_tir.create_prim_func([*args.values(), hs, cs], copies_in_step=True)
+def test_topi_lstm_at_1024_steps(case):
+    args, hs, cs = lstm_case(1024, **case)
+    func = scan_tir.create_prim_func([*args.values(), hs, cs], options=IN_STEP)
     (scan,) = scan_tir.find_scans(func)
-    assert {"hidden_states", "cell_states"} <= set(_names(scan.step.body))
-    run_and_check(compile_func(func), args, 1024, **options)
+    assert {"hidden_states", "cell_states"} <= set(block_names(scan.step.body))
+    run_and_check_lstm(compile_func(func), args, 1024, **case)
 
 
-@pytest.mark.parametrize("merge", [False, True])
+@pytest.mark.parametrize("merge", [False, pytest.param(True, marks=pytest.mark.experimental)])
 def test_with_merged_updates(merge):
     args, hs, cs = lstm_case(1024)
-    func = scan_tir.create_prim_func(
-        [*args.values(), hs, cs], merge_updates=merge, copies_in_step=True
-    )
-    run_and_check(compile_func(func), args, 1024)
+    options = LoweringOptions(fast_math=False, copies_in_step=True, merge_updates=merge)
+    func = scan_tir.create_prim_func([*args.values(), hs, cs], options=options)
+    run_and_check_lstm(compile_func(func), args, 1024)
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_every_recurrence_at_1024_steps(name):
-    workload = get(name, **_with_seq(name, 1024, 2))
-    func = workload.prim_func(copies_in_step=True)
-    got, ref = _outputs(workload, compile_func(func), workload.input_arrays(seed=5))
-    _assert_close(got, ref)
+    workload = get(name, IN_STEP, **with_seq(name, 1024, 2))
+    got, ref = outputs(workload, compile_func(workload.prim_func()), workload.input_arrays(seed=5))
+    assert_close(got, ref)
 
 
 def _split_gates_and_fuse(func):
@@ -160,9 +163,7 @@ def _split_gates_and_fuse(func):
 def _parallel_loops_per_step(sch) -> int:
     assert RewriteStepParallelVectorizeUnroll().apply(sch)
     (scan,) = scan_tir.find_scans(sch.mod["main"])
-    kinds: list = []
-    tvm_ffi.structural_walk(scan.step.body, (tvm.tirx.For, lambda loop: kinds.append(loop.kind)))
-    return kinds.count(tvm.tirx.ForKind.PARALLEL)
+    return loop_kinds(scan.step.body).count(tvm.tirx.ForKind.PARALLEL)
 
 
 def test_fuse_step_epilogue_puts_each_copy_under_its_update():
@@ -170,23 +171,24 @@ def test_fuse_step_epilogue_puts_each_copy_under_its_update():
     each copy goes under the loop of the update it copies, so the step forks as often as
     without the copies. Correct at 1024 steps."""
     workload = get("lstm", seq=1024, batch=8, input=6, hidden=32)
-    sch = _split_gates_and_fuse(workload.prim_func(copies_in_step=True))
+    func = workload.prim_func(IN_STEP)
+    sch = _split_gates_and_fuse(func)
     for copy, update in (("hidden_states", "next_h"), ("cell_states", "next_c")):
         outer = sch.get_loops(sch.get_sblock(update))[0]
         assert sch.get(sch.get_loops(sch.get_sblock(copy))[0]).same_as(sch.get(outer))
-    without = _split_gates_and_fuse(workload.prim_func())
+    without = _split_gates_and_fuse(workload.prim_func(PLAIN))
     assert _parallel_loops_per_step(sch) == _parallel_loops_per_step(without)
     scheduled = sch.mod["main"]
-    assert scan_tir.scan_violations(scheduled, expected_scans(sch.mod)["main"]) == []
-    got, ref = _outputs(workload, compile_func(scheduled), workload.input_arrays(seed=6))
-    _assert_close(got, ref)
+    assert_scans_kept(scheduled, func)
+    got, ref = outputs(workload, compile_func(scheduled), workload.input_arrays(seed=6))
+    assert_close(got, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["lstm", "gru"])
-def test_tuned_records_replay_correct(name, tmp_path):
+def test_tuned_records_replay_correct(name, builder, target, tmp_path):
     """Tuned through scan_space with the copies in the step; every record replayed at 1024
     steps against numpy, with the scan invariants."""
-    builder = ms.builder.LocalBuilder(max_workers=1, f_build=build_candidate)
-    workload = get(name, **_with_seq(name, 1024, 2))
-    func = workload.prim_func(copies_in_step=True)
-    tune_and_replay(workload, func, scan_tir.scan_space(TARGET), builder, tmp_path)
+    workload = get(name, IN_STEP, **with_seq(name, 1024, 2))
+    space = scan_tir.scan_space(target)
+    tune_and_replay(workload, workload.prim_func(), space, builder, tmp_path, target)

@@ -1,4 +1,4 @@
-"""scan_tir.tuning: the budget counts the records already there; a run killed with -9 loses
+"""scan_tir.tune: the budget counts the records already there; a run killed with -9 loses
 no record already written and resumes to finish."""
 
 from __future__ import annotations
@@ -13,18 +13,19 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tvm
-from test_db import FIXTURE, RECORDS
 from tvm.target.codegen import llvm_get_system_cpu
+from util import FIXTURE, FIXTURE_OPTIONS, FIXTURE_SIZES, RECORDS
 
-from scan_tir import cli
+from scan_tir import LoweringOptions, cli
 from scan_tir import db as sdb
-from scan_tir.tuning import INPUT_SCALE, alloc_small_inputs, default_target, tune
+from scan_tir.tune import default_target, tune
+from scan_tir.tune.measure import INPUT_SCALE, alloc_small_inputs
 from scan_tir.workloads import get
 
 SCRIPT = Path(sys.executable).parent / "scan-tir"
-SIZES = {"seq": 8, "batch": 1, "input": 4, "hidden": 8}
-TUNE = ["tune", "lstm", "--sizes", ",".join(f"{k}={v}" for k, v in SIZES.items()),
+TUNE = ["tune", "lstm", "--sizes", ",".join(f"{k}={v}" for k, v in FIXTURE_SIZES.items()),
         "--population", "16"]
 
 
@@ -42,11 +43,12 @@ def test_budget_counts_existing_records(tmp_path):
     work = tmp_path / "w"
     shutil.copytree(FIXTURE, work)
     t = time.perf_counter()
-    result = tune(get("lstm", **SIZES), work, 4)
+    result = tune(get("lstm", FIXTURE_OPTIONS, **FIXTURE_SIZES), work, 4)
     assert (result.records_before, result.records_after, result.repaired) == (4, 4, 0)
     assert result.seconds == 0 and time.perf_counter() - t < 30
 
 
+@pytest.mark.slow
 def test_killed_run_loses_nothing_and_resumes(tmp_path):
     work = tmp_path / "w"
     argv = [str(SCRIPT), *TUNE, "-d", str(work)]
@@ -96,14 +98,17 @@ def test_runner_inputs_are_small():
     assert not ints.numpy().any() and again.shape == (64, 32)
 
 
+@pytest.mark.slow
 def test_fast_math_tunes_the_rewritten_function(tmp_path):
-    """``scan-tir tune --fast-math``: the database's workload has no libm activation left,
-    and its record replays to the numpy reference (``db verify``)."""
+    """``scan-tir tune --legacy --fast-math``: the database's workload has no libm activation
+    left, and its record replays to the numpy reference (``db verify``)."""
     work = tmp_path / "w"
-    argv = [*TUNE, "--trials", "1", "--trials-per-iter", "1", "-d", str(work), "--fast-math"]
+    argv = [*TUNE, "--trials", "1", "--trials-per-iter", "1", "-d", str(work), "--legacy",
+            "--fast-math"]
     assert cli.main(argv) == cli.OK
     db = sdb.load(work)
     (workload,) = [w for w in db.workloads if w is not None]
+    assert db.workload(0).options == LoweringOptions(fast_math=True, copies_in_step=False)
     script = workload.mod.script()
     assert "T.reinterpret" in script
     assert not any(f"T.{op}(" in script for op in ("exp", "tanh", "sigmoid"))

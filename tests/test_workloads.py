@@ -7,54 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
-import tvm_ffi
+from tuning import tune_and_replay
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
-from util import compile_func, run
+from util import ATOL, RTOL, assert_close, block_names, compile_func, outputs
+from workloads import SMALL, check_long_sequence, with_seq
 
 import scan_tir
-from scan_tir.lower.vocabulary import expected_scans
-from scan_tir.tune.replay import replay
-from scan_tir.tuning import build_candidate
 from scan_tir.workloads import CONFIGS, RECURRENCES, get, workload_of
-
-TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
-
-# Small sizes with batch > 1, per recurrence.
-SMALL: dict[str, dict[str, int]] = {
-    "lstm": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
-    "gru": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
-    "rnn_tanh": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
-    "rnn_relu": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
-    "lstm_stacked": {"seq": 9, "batch": 3, "input": 5, "hidden": 4, "layers": 2},
-    "bilstm": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
-    "selective_scan": {"seq": 9, "batch": 3, "d_model": 5, "d_state": 4},
-    "mingru": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
-}
-RTOL, ATOL = 1e-4, 1e-5
-
-
-def _with_seq(name: str, seq: int, batch: int) -> dict[str, int]:
-    """SMALL[name] at another length and batch (feature sizes stay small)."""
-    return {**SMALL[name], "seq": seq, "batch": batch}
-
-
-def _outputs(workload, lib, inputs):
-    """Run ``lib`` on ``inputs``; the outputs take the numpy reference's shapes."""
-    ref = workload.numpy(inputs)
-    return run(lib, inputs, [r.shape for r in ref]), ref
-
-
-def _assert_close(got, want):
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)
-
-
-def _blocks(func) -> list:
-    found: list = []
-    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, found.append))
-    return found
 
 
 def test_every_recurrence_has_small_sizes():
@@ -67,10 +27,10 @@ def test_small_matches_numpy_and_pytorch(name):
     nn.LSTM(bidirectional=True); a loop for the selective scan and minGRU."""
     workload = get(name, **SMALL[name])
     inputs = workload.input_arrays(seed=1)
-    got, ref = _outputs(workload, compile_func(workload.prim_func()), inputs)
-    _assert_close(got, ref)
-    _assert_close(got, workload.torch(inputs))
-    # What benchmarks time (experiments/tune_zoo.py): a call that computes the first output.
+    got, ref = outputs(workload, compile_func(workload.prim_func()), inputs)
+    assert_close(got, ref)
+    assert_close(got, workload.torch(inputs))
+    # What benchmarks time (Recurrence.torch_model): a call that computes the first output.
     call = RECURRENCES[name].torch_model(*inputs, **workload.sizes)
     np.testing.assert_allclose(np.asarray(call()), ref[0], rtol=RTOL, atol=ATOL)
 
@@ -80,9 +40,9 @@ def test_stacked_lstm_other_depths_match_pytorch(layers):
     workload = get("lstm_stacked", **{**SMALL["lstm_stacked"], "layers": layers})
     inputs = workload.input_arrays(seed=2)
     assert len(inputs) == 1 + 4 * layers
-    got, ref = _outputs(workload, compile_func(workload.prim_func()), inputs)
-    _assert_close(got, ref)
-    _assert_close(got, workload.torch(inputs))
+    got, ref = outputs(workload, compile_func(workload.prim_func()), inputs)
+    assert_close(got, ref)
+    assert_close(got, workload.torch(inputs))
 
 
 def test_references_disagree_when_a_weight_changes():
@@ -100,19 +60,6 @@ def test_references_disagree_when_a_weight_changes():
 def test_long_sequence_matches_numpy(name):
     """1024 steps on 2 threads (conftest): the state carried correctly through every step."""
     check_long_sequence(name, seed=3)
-
-
-def check_long_sequence(name: str, seed: int, **lowering: bool) -> None:
-    """Recurrence ``name`` at 1024 steps, batch 2, lowered with ``lowering``
-    (``Workload.prim_func``'s options): scan invariants kept, outputs equal to numpy's."""
-    workload = get(name, **_with_seq(name, 1024, 2))
-    func = workload.prim_func(**lowering)
-    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
-    assert scan_tir.scan_violations(func, expected) == []
-    inputs = workload.input_arrays(seed=seed)
-    got, ref = _outputs(workload, compile_func(func), inputs)
-    assert np.abs(ref[0][-1]).max() > 1e-2, "the reference died out; the test would be weak"
-    _assert_close(got, ref)
 
 
 def test_input_projections_are_hoisted_out_of_the_scans():
@@ -137,48 +84,14 @@ def test_new_configs_convert(config):
     assert workload_of(func).name == get(recurrence, **sizes).name
 
 
-@pytest.fixture(scope="module")
-def builder() -> ms.builder.LocalBuilder:
-    """One builder for every tuning test: its construction runs a worker (sanity check).
-    It builds with scan_tir.tuning.build_candidate (MetaSchedule's build without the 15-20 s
-    import of tensor_intrin in every fresh worker). One worker: two, each importing TVM on
-    these 2 busy cores, were slower for 4 candidates.
-    """
-    return ms.builder.LocalBuilder(max_workers=1, f_build=build_candidate)
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMALL))
-def test_tuned_records_replay_correct(name, builder, tmp_path):
-    """A few candidates of scan_space, sampled and mutated once (small population, random
-    cost model: the stock 2048 population and XGBoost took 36 s of search per workload);
-    each record replayed at 1024 steps: scan invariants kept, outputs equal numpy's."""
-    workload = get(name, **_with_seq(name, 1024, 2))
-    tune_and_replay(workload, workload.prim_func(), scan_tir.scan_space(TARGET), builder, tmp_path)
-
-
-def tune_and_replay(workload, func, space, builder, work_dir, trials: int = 4) -> None:
-    """Tune ``func`` on ``space`` for a few trials, then replay every record at its length:
-    scan invariants kept, outputs equal to numpy's."""
-    db = ms.tune_tir(
-        tvm.IRModule({"main": func}),
-        TARGET,
-        str(work_dir),
-        max_trials_global=trials,
-        num_trials_per_iter=trials,
-        space=space,
-        strategy=ms.search_strategy.EvolutionarySearch(population_size=32, genetic_num_iters=1),
-        cost_model="random",
-        builder=builder,
-    )
-    records = db.get_all_tuning_records()
-    assert len(records) == trials, "tuning measured fewer candidates than asked"
-    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
-    inputs = workload.input_arrays(seed=4)
-    for record in records:
-        scheduled = replay(record, func)
-        assert scan_tir.scan_violations(scheduled, expected) == []
-        got, ref = _outputs(workload, compile_func(scheduled), inputs)
-        _assert_close(got, ref)
+def test_tuned_records_replay_correct(name, builder, target, tmp_path):
+    """A few candidates of scan_space (tuning.tune_and_replay), each record replayed at
+    1024 steps: scan invariants kept, outputs equal numpy's."""
+    workload = get(name, **with_seq(name, 1024, 2))
+    space = scan_tir.scan_space(target)
+    tune_and_replay(workload, workload.prim_func(), space, builder, tmp_path, target)
 
 
 def test_tvm_inline_into_a_step_is_still_ill_formed():
@@ -191,14 +104,14 @@ def test_tvm_inline_into_a_step_is_still_ill_formed():
 
 
 @pytest.mark.parametrize("name", ["lstm", "bilstm"])
-def test_design_spaces_keep_step_inputs_and_are_well_formed(name):
+def test_design_spaces_keep_step_inputs_and_are_well_formed(name, target):
     """Regression: AutoInline inlined topi's Xi2h_bias into the step's gates, and every LSTM
     candidate of the scan space was ill-formed S-TIR (built and measured nonetheless)."""
     func = get(name, **SMALL[name]).prim_func()
     ctx = ms.TuneContext(
         mod=tvm.IRModule({"main": func}),
-        target=TARGET,
-        space_generator=scan_tir.scan_space(TARGET),
+        target=target,
+        space_generator=scan_tir.scan_space(target),
         task_name="t",
     )
     spaces = ctx.generate_design_space()
@@ -206,7 +119,7 @@ def test_design_spaces_keep_step_inputs_and_are_well_formed(name):
     for space in spaces:
         scheduled = space.mod["main"]
         assert s_tir.analysis.verify_well_formed(scheduled)
-        names = {str(b.name_hint) for b in _blocks(scheduled)}
+        names = set(block_names(scheduled))
         assert {n for n in names if n.startswith("Xi2h_bias")}, "a step input was inlined"
 
 
@@ -231,10 +144,11 @@ def test_workload_of_round_trip(name):
     workload = get(name, **SMALL[name])
     back = workload_of(workload.prim_func())
     assert back is not None and back.recurrence is RECURRENCES[name]
-    assert back.sizes == workload.sizes
-    assert workload_of(workload.prim_func(tag=False)) is None  # not a config's sizes
+    assert back.sizes == workload.sizes and back.options == workload.options
 
 
-def test_untagged_config_found_structurally():
-    assert workload_of(get("E").prim_func(tag=False)).name == get("E").name
-    assert workload_of(get("S").prim_func(tag=False)).name == get("S").name
+@pytest.mark.parametrize("config", ["E", "S"])
+def test_untagged_function_has_no_workload(config):
+    """The tag is the only way back: a function lowered without the zoo, even a config's
+    very function, is nobody's workload (no structural guess)."""
+    assert workload_of(scan_tir.create_prim_func(get(config).tensors())) is None

@@ -1,11 +1,71 @@
-"""Small recurrences the MetaSchedule tests tune: an LSTM (topi) and a GRU-style scan."""
+"""The recurrences the tests build: TE graphs (an RNN, topi's LSTM with every option, a
+GRU-style scan) with their numpy references, and the zoo's workloads at small sizes."""
 
 from __future__ import annotations
 
 import numpy as np
+import tvm
 from tvm import te, topi
+from tvm.topi.testing import lstm_python
+from util import assert_close, assert_scans_kept, compile_func, outputs, run
 
 import scan_tir
+from scan_tir import LoweringOptions
+from scan_tir.workloads import get
+
+# --- the zoo at small sizes -----------------------------------------------------------------
+
+#: Small sizes with batch > 1, per recurrence of the zoo.
+SMALL: dict[str, dict[str, int]] = {
+    "lstm": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
+    "gru": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
+    "rnn_tanh": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
+    "rnn_relu": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
+    "lstm_stacked": {"seq": 9, "batch": 3, "input": 5, "hidden": 4, "layers": 2},
+    "bilstm": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
+    "selective_scan": {"seq": 9, "batch": 3, "d_model": 5, "d_state": 4},
+    "mingru": {"seq": 9, "batch": 3, "input": 5, "hidden": 4},
+}
+
+
+def with_seq(name: str, seq: int, batch: int) -> dict[str, int]:
+    """SMALL[name] at another length and batch (feature sizes stay small)."""
+    return {**SMALL[name], "seq": seq, "batch": batch}
+
+
+def check_long_sequence(name: str, seed: int, options: LoweringOptions | None = None) -> None:
+    """Recurrence ``name`` at 1024 steps, batch 2, lowered with ``options``: scan
+    invariants kept, outputs equal to numpy's (2 threads: conftest)."""
+    workload = get(name, options, **with_seq(name, 1024, 2))
+    func = workload.prim_func()
+    assert_scans_kept(func, func)
+    inputs = workload.input_arrays(seed=seed)
+    got, ref = outputs(workload, compile_func(func), inputs)
+    assert np.abs(ref[0][-1]).max() > 1e-2, "the reference died out; the test would be weak"
+    assert_close(got, ref)
+
+
+# --- TE graphs ------------------------------------------------------------------------------
+
+
+def rnn(length=32, n=16):
+    """An Elman RNN, h[t] = tanh(h[t-1] @ W + X[t]), its state the output: [X, W, h]."""
+    x = te.placeholder((length, n), name="X")
+    w = te.placeholder((n, n), name="W")
+    s = te.placeholder((length, n), name="s")
+    init = te.compute((1, n), lambda _, i: 0.0, name="s_init")
+    k = te.reduce_axis((0, n), name="k")
+    d = te.compute((length, n), lambda t, i: te.sum(s[t - 1, k] * w[k, i], axis=k), name="dense")
+    b = te.compute((length, n), lambda t, i: d[t, i] + x[t, i], name="bias")
+    u = te.compute((length, n), lambda t, i: te.tanh(b[t, i]), name="s_update")
+    return [x, w, scan_tir.scan(init, u, s, name="rnn")]
+
+
+def rnn_ref(xv, wv):
+    h = np.zeros(xv.shape)
+    for t in range(1, xv.shape[0]):
+        h[t] = np.tanh(h[t - 1] @ wv + xv[t])
+    return h
 
 
 def lstm(seq, inp: int, hidden: int):
@@ -84,3 +144,77 @@ def gru_numpy_projected(xw, wh, bh):
         out.append(h)
     return np.array(out)
 
+
+
+# --- topi's LSTM, every option, against tvm.topi.testing.lstm_python -------------------------
+
+LSTM_BATCH, LSTM_IN, LSTM_HIDDEN, LSTM_PROJ = 2, 6, 5, 3
+LSTM_RNG = np.random.default_rng(3)
+
+
+def lstm_case(
+    seq,
+    proj=False,
+    peephole=False,
+    bias=True,
+    init=True,
+    reverse=False,
+    layout="IFGO",
+    activations=None,
+):
+    """(input placeholders by lstm_python keyword, hidden, cell) for one configuration."""
+    out_dim = LSTM_PROJ if proj else LSTM_HIDDEN
+    args = {
+        "Xs": te.placeholder((seq, LSTM_BATCH, LSTM_IN), name="Xs"),
+        "Wi": te.placeholder((4 * LSTM_HIDDEN, LSTM_IN), name="Wi"),
+        "Wh": te.placeholder((4 * LSTM_HIDDEN, out_dim), name="Wh"),
+    }
+    if bias:
+        args["Bi"] = te.placeholder((4 * LSTM_HIDDEN,), name="Bi")
+        args["Bh"] = te.placeholder((4 * LSTM_HIDDEN,), name="Bh")
+    if init:
+        args["h_init"] = te.placeholder((LSTM_BATCH, out_dim), name="h_init")
+        args["c_init"] = te.placeholder((LSTM_BATCH, LSTM_HIDDEN), name="c_init")
+    if proj:
+        args["proj"] = te.placeholder((out_dim, LSTM_HIDDEN), name="proj")
+    if peephole:
+        for key in ("p_i", "p_f", "p_o"):
+            args[key] = te.placeholder((LSTM_BATCH, LSTM_HIDDEN), name=key)
+    hs, cs = topi.nn.lstm(**args, reverse=reverse, weight_layout=layout, **(activations or {}))
+    return args, hs, cs
+
+
+def lstm_values(args, length):
+    """Random inputs for ``args``, the symbolic length ``seq`` (if any) set to ``length``."""
+    values = {}
+    for key, ph in args.items():
+        shape = [length if str(d) == "seq" else int(d) for d in ph.shape]
+        values[key] = (LSTM_RNG.standard_normal(shape) * 0.5).astype("float32")
+    return values
+
+
+def run_and_check_lstm(lib, args, length, **case):
+    """Run ``lib`` (an lstm_case lowered) at ``length``; compare with lstm_python."""
+    values = lstm_values(args, length)
+    out_dim = LSTM_PROJ if case.get("proj") else LSTM_HIDDEN
+    got_h, got_c = run(
+        lib,
+        list(values.values()),
+        [(length, LSTM_BATCH, out_dim), (length, LSTM_BATCH, LSTM_HIDDEN)],
+    )
+    ref_h, ref_c = lstm_python(
+        **values,
+        reverse=case.get("reverse", False),
+        weight_layout=case.get("layout", "IFGO"),
+    )
+    np.testing.assert_allclose(got_h, ref_h, rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(got_c, ref_c, rtol=1e-4, atol=2e-5)
+
+
+def check_lstm(seq, options: LoweringOptions | None = None, **case) -> tvm.tirx.PrimFunc:
+    """Lower (with ``options``), build and run one lstm_case; compare hidden and cell
+    sequences with lstm_python."""
+    args, hs, cs = lstm_case(seq, **case)
+    func = scan_tir.create_prim_func([*args.values(), hs, cs], options=options)
+    run_and_check_lstm(compile_func(func), args, seq, **case)
+    return func

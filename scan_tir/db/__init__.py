@@ -8,6 +8,7 @@ from .plot import plot
 from .provenance import provenance
 from .prune import prune
 from .records import DatabaseError, Entry, Problem, TuningDB, load, repair
+from .replay import replay
 from .show import render, show
 from .summary import summary, top
 from .verify import verify
@@ -24,6 +25,7 @@ __all__ = [
     "prune",
     "render",
     "repair",
+    "replay",
     "show",
     "summary",
     "to_csv",

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import tvm
 
 from ..lower.vocabulary import expected_scans, scan_violations
-from ..tune.replay import replay
 from .provenance import UNMATCHED, Step, provenance
 from .records import TuningDB
+from .replay import replay
 
 
 @dataclass(frozen=True)

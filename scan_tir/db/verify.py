@@ -16,9 +16,9 @@ import tvm
 from tvm.target import Target
 
 from ..lower.vocabulary import expected_scans, scan_violations
-from ..tune.replay import replay
 from . import numerics
 from .records import TuningDB
+from .replay import replay
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,11 @@
-"""Ideas that work but do not pay yet, kept out of the main path with their tests.
+"""Ideas that work but do not pay yet, kept off the main path with their tests.
 
-- ``update_merge.merge_updates``: a step's elementwise state updates written as one
-  multi-output compute, one loop nest (``LoweringOptions(merge_updates=True)``).
-- ``step_outputs.TileStepOutputs``: a step tiled by its outputs, the rest of the step
-  computed per tile (``scan_space(target, step_rules=[TileStepOutputs()])``), which
-  needs the merged updates.
-
-Together they are the CPU form of a persistent step, but MultiLevelTiling leaves the
-product they move untiled and the candidates ran 7x slower than the best (notes.md,
-section 3). Nothing here is imported by default.
+``step_outputs.TileStepOutputs`` tiles a step by its outputs and computes the rest of the
+step per tile (``scan_space(target, step_rules=[TileStepOutputs()])``), the CPU form of a
+persistent step. It needs a step whose state updates share one loop nest, which the
+converter's experimental option writes (``LoweringOptions(merge_updates=True,
+copies_in_step=False)``, scan_tir/lower/update_merge.py: a converter pass, so it lives with
+the converter). MultiLevelTiling leaves the product the rule moves untiled, and the
+candidates ran 7x slower than the best (notes.md, section 3). Nothing on the main path
+imports this package.
 """

@@ -20,8 +20,9 @@ returned: which is faster depends on the sizes, and tuning decides.
 The last loop nest must hold all blocks that read the products (compute_at moves a block
 only when all its consumers are under the target loop). A scan with two states written by
 separate computes (topi's LSTM: ``next_c``, ``next_h``) has two nests, and then only the
-blocks the last one alone consumes move; ``LoweringOptions(merge_updates=True)``
-writes such updates in one nest (update_merge.py).
+blocks the last one alone consumes move; ``LoweringOptions(merge_updates=True,
+copies_in_step=False)`` writes such updates in one nest (scan_tir/lower/update_merge.py)
+and leaves them the step's last (copies in the step would come after them).
 
 Experimental, off by default (``scan_space(target, step_rules=[TileStepOutputs()])``): in the
 design spaces where this rule moved the recurrent product, MultiLevelTiling leaves the

@@ -5,5 +5,5 @@
 looks like to everything downstream. The other modules are its passes: ``graph`` (scan
 bodies and their checks), ``scan_lowering`` (one scan's nest), ``step_copies`` (state
 copies made inside the step), ``te_rewrite`` (TE expression rewriting), ``te_scan`` (the
-checked ``scan``).
+checked ``scan``), ``fast_math`` (vectorisable activations, a pass on the lowered function).
 """

@@ -18,7 +18,7 @@ from tvm.ir import Range
 from tvm.s_tir.analysis import get_sblock_read_write_region
 
 from ..errors import ScanLoweringError
-from ..transform.fast_math import fast_math
+from .fast_math import fast_math
 from .graph import Graph, analyse
 from .options import LoweringOptions
 from .scan_lowering import lower_scan

@@ -27,7 +27,7 @@ class LoweringOptions:
     ----------
     fast_math
         float32 ``exp``, ``sigmoid`` and ``tanh`` as TVM's vectorisable polynomials
-        (``scan_tir.transform.fast_math``): LLVM has no vector ``exp``, and in a small
+        (``scan_tir.lower.fast_math``): LLVM has no vector ``exp``, and in a small
         recurrence libm calls are most of a step.
     copies_in_step
         A copy of every step's new state (topi's ``hidden_states``) computed inside the

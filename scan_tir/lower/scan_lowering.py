@@ -37,10 +37,10 @@ from tvm.s_tir.analysis import get_sblock_read_write_region
 from tvm.sym import Analyzer
 
 from ..errors import ScanLoweringError
-from ..experimental.update_merge import merge_updates
 from .graph import ScanBody
 from .step_copies import StepCopy, copy_compute
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, mentions, tensor_key
+from .update_merge import merge_updates
 from .vocabulary import ORDERED, SCAN, SCAN_INIT, SCAN_STEP, rebuilt
 
 
@@ -381,7 +381,7 @@ def lower_scan(
     holds its S-TIR nest.
 
     ``outer`` maps a tensor of the original graph to its rewritten version;
-    ``merge_updates``: see scan_tir/experimental/update_merge.py; ``copies``, ``private``
+    ``merge_updates``: see update_merge.py; ``copies``, ``private``
     (indices of states nothing outside the scan reads): step_copies.py.
     """
     return _StepBuilder(body, outer, merge_updates, copies, private).build()

@@ -7,7 +7,6 @@ and :func:`apply_best` serve a function of symbolic length from a fixed-length t
 
 from .measure import build_candidate, local_runner, parse_rpc, rpc_runner
 from .progress import log
-from .replay import replay
 from .space import scan_space
 from .symbolic import apply_best, size_vars, specialize
 from .target import default_target
@@ -21,7 +20,6 @@ __all__ = [
     "local_runner",
     "log",
     "parse_rpc",
-    "replay",
     "rpc_runner",
     "scan_space",
     "size_vars",

@@ -20,9 +20,9 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.sym import Analyzer
 from tvm.target import Target
 
+from ..db.replay import replay
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, scan_violations
-from .replay import replay
 
 _ARITH = (
     prim_expr.Add,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import tvm_ffi
 from tvm import te, tirx
 
-from ..lower.te_rewrite import load, map_reads, tensor_key
+from .te_rewrite import load, map_reads, tensor_key
 
 
 def _mergeable(tensor: te.Tensor) -> bool:

@@ -24,7 +24,7 @@ import tvm_ffi
 from tvm import te, tirx, topi
 from tvm.ir.expr import Call
 
-from ..lower.te_rewrite import map_reads
+from .te_rewrite import map_reads
 
 Rewrite = Callable[[tirx.Expr], tirx.Expr]
 
