@@ -1,0 +1,21 @@
+"""PyTorch RNN modules into Relax as scan PrimFuncs (issue 15).
+
+:func:`from_exported_program` is TVM's ``relax.frontend.torch.from_exported_program`` with
+converters for ``aten.lstm``, ``aten.gru``, ``aten.rnn_tanh`` and ``aten.rnn_relu``: each
+layer and direction becomes one call_tir of a scan PrimFunc lowered by
+:func:`scan_tir.create_prim_func` (``layers``), where TVM's own importer unrolls the
+sequence. Modules: ``frontend`` (the entry point and the decomposition table), ``aten``
+(reading and checking an RNN node), ``emit`` (the Relax it becomes), ``layers`` (the
+PrimFuncs). Nothing here is imported by the rest of scan_tir.
+
+:func:`from_onnx` is the same for TVM's ONNX importer and the ONNX ``LSTM``, ``GRU`` and
+``RNN`` ops, calling the same layer functions: ``onnx`` (the entry point and the hook into
+TVM's convert map), ``onnx_node`` (reading and checking a node), ``onnx_emit`` (its Relax).
+"""
+
+from __future__ import annotations
+
+from .frontend import RNN_OPS, from_exported_program
+from .onnx import ONNX_RNN_OPS, from_onnx
+
+__all__ = ["ONNX_RNN_OPS", "RNN_OPS", "from_exported_program", "from_onnx"]
