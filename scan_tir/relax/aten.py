@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import tvm
 from tvm import relax
 
 from ..errors import ScanLoweringError
-from .layers import GATES, LayerSpec
+from .layers import GATES, LayerSpec, static_shape
 
 #: The aten overloads (as the importer's convert map names them) -> the layer kind.
 KINDS = {
@@ -131,21 +130,13 @@ def read(node: Any, env: Mapping[Any, Any]) -> RnnCall:
 
 
 def _static_shape(where: str, name: str, value: relax.Expr) -> tuple[int, ...]:
-    """``value``'s shape as ints, after checking it is a float32 tensor of static shape."""
-    ty = getattr(value, "ty", None)
-    if not isinstance(ty, relax.TensorType):
-        raise ScanLoweringError(f"{where}: {name} is not a tensor ({ty}); pass tensors.")
-    if str(ty.dtype) != "float32":
-        raise ScanLoweringError(
-            f"{where}: {name} is {ty.dtype}; scan-tir's RNN layers are float32 only: "
-            "convert the module and its inputs with .float() before exporting."
-        )
-    if ty.shape is None or not all(isinstance(d, tvm.tirx.IntImm) for d in ty.shape):
-        raise ScanLoweringError(
-            f"{where}: {name} has shape {ty.shape}, not static; symbolic sizes are not "
-            "supported yet: export without dynamic_shapes for the RNN's input."
-        )
-    return tuple(int(d) for d in ty.shape)
+    return static_shape(
+        where,
+        name,
+        value,
+        "convert the module and its inputs with .float() before exporting",
+        "export without dynamic_shapes for the RNN's input",
+    )
 
 
 def _has_proj(

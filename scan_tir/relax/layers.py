@@ -26,6 +26,7 @@ from functools import lru_cache
 from tvm import relax, te, tirx, topi
 from tvm.ir import GlobalVar
 
+from ..errors import ScanLoweringError
 from ..lower.convert import create_prim_func
 from ..lower.options import LoweringOptions
 from ..lower.te_scan import scan
@@ -276,3 +277,25 @@ class LayerFunctions:
             name = f"{spec.kind}_{'reverse' if spec.reverse else 'forward'}_scan"
             self._added[spec] = bb.add_func(layer_prim_func(spec, self.options), name)
         return self._added[spec]
+
+
+def static_shape(
+    where: str, what: str, value: relax.Expr, to_float32: str, to_static: str
+) -> tuple[int, ...]:
+    """``value``'s shape as ints, after checking that it is a float32 tensor of static shape
+    (the layer functions' only kind); ``where`` names the node, ``what`` the operand, and
+    ``to_float32``/``to_static`` say, in the frontend's terms, how to fix the model."""
+    ty = getattr(value, "ty", None)
+    if not isinstance(ty, relax.TensorType):
+        raise ScanLoweringError(f"{where}: {what} is not a tensor ({ty}); fix the model.")
+    if str(ty.dtype) != "float32":
+        raise ScanLoweringError(
+            f"{where}: {what} is {ty.dtype}; scan-tir's recurrences are float32 only: "
+            f"{to_float32}."
+        )
+    if ty.shape is None or not all(isinstance(d, tirx.IntImm) for d in ty.shape):
+        raise ScanLoweringError(
+            f"{where}: {what} has shape {ty.shape}, not static; symbolic sizes are not "
+            f"supported yet: {to_static}."
+        )
+    return tuple(int(d) for d in ty.shape)

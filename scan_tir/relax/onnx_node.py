@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 
 from ..errors import ScanLoweringError
-from .layers import GATES, LayerSpec
+from .layers import GATES, LayerSpec, static_shape
 
 #: The op types converted here -> their gates (the stacked rows of W and R per direction).
 OP_GATES = {"LSTM": GATES["lstm"], "GRU": GATES["gru"], "RNN": GATES["rnn_tanh"]}
@@ -241,22 +241,13 @@ def constant(value: relax.Expr) -> np.ndarray | None:
 
 
 def _static_shape(here: str, name: str, value: relax.Expr) -> tuple[int, ...]:
-    """``value``'s shape as ints, after checking it is a float32 tensor of static shape
-    (``sequence_lens`` is read separately)."""
-    ty = getattr(value, "ty", None)
-    if not isinstance(ty, relax.TensorType):
-        raise ScanLoweringError(f"{here}: input {name} is not a tensor ({ty}); fix the model.")
-    if str(ty.dtype) != "float32":
-        raise ScanLoweringError(
-            f"{here}: input {name} is {ty.dtype}; scan-tir's recurrences are float32 only: "
-            "convert the model to float32 (or pass dtype_dict for a graph input)."
-        )
-    if ty.shape is None or not all(isinstance(d, tvm.tirx.IntImm) for d in ty.shape):
-        raise ScanLoweringError(
-            f"{here}: input {name} has shape {ty.shape}, not static; symbolic sizes are not "
-            "supported yet: pass shape_dict={input name: static shape} for the model's inputs."
-        )
-    return tuple(int(d) for d in ty.shape)
+    return static_shape(
+        here,
+        f"input {name}",
+        value,
+        "convert the model to float32 (or pass dtype_dict for a graph input)",
+        "pass shape_dict={input name: static shape} for the model's inputs",
+    )
 
 
 def _hidden(attrs: Attributes, r_shape: tuple[int, ...]) -> int:
