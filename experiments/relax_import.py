@@ -31,12 +31,10 @@ non-zero when a scan-tir path's output is off from PyTorch's by more than ``--to
 from __future__ import annotations
 
 import argparse
-import io
 import math
 import os
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -44,9 +42,13 @@ from typing import Any
 import numpy as np
 import tvm
 from bench.check import max_err
+from bench.cli import name_list
+from bench.frontends import brief, import_onnx, import_scan, import_tvm, torch_export, vm_outputs
+from bench.onnx_baseline import onnx_export, ort_latency
 from bench.relax_baseline import relax_build
 from bench.report import fmt, header, markdown_table, start_run, write_json
-from bench.timing import evaluator_latency_ms, loop_latency_ms, median
+from bench.timing import evaluator_latency_ms, median
+from bench.torch_module import eager_ms
 
 from scan_tir.tune import log
 
@@ -123,68 +125,10 @@ def torch_outputs(model: Any, x: Any) -> list[np.ndarray]:
     return [t.numpy() for t in (y, *states)]
 
 
-def export(model: Any, x: Any) -> tuple[float, Any]:
-    """``torch.export`` (its warning about nn.RNN's flat weights as plain attributes is
-    harmless); returns (seconds, program)."""
-    import torch
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t = time.perf_counter()
-        ep = torch.export.export(model, (x,))
-        return time.perf_counter() - t, ep
-
-
-def onnx_export(model: Any, x: Any) -> tuple[float, Any]:
-    """``torch.onnx.export`` with the TorchScript exporter (``dynamo=False``: it emits ONNX
-    RNN nodes; the dynamo exporter needs onnxscript); returns (seconds, ModelProto)."""
-    import onnx
-    import torch
-
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t = time.perf_counter()
-        torch.onnx.export(model, (x,), buf, dynamo=False, input_names=["x"])
-        seconds = time.perf_counter() - t
-    return seconds, onnx.load_from_string(buf.getvalue())
-
-
-def import_scan(ep: Any) -> tvm.IRModule:
-    from scan_tir.relax import from_exported_program
-
-    return from_exported_program(ep)
-
-
-def import_tvm(ep: Any) -> tvm.IRModule:
-    from tvm.relax.frontend.torch import from_exported_program
-
-    return from_exported_program(ep)
-
-
-def import_onnx(model: Any) -> tvm.IRModule:
-    from scan_tir.relax import from_onnx
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TVM's ONNX importer warns about renamed inputs
-        return from_onnx(model)
-
-
-def brief(e: Exception) -> str:
-    """An exception in one line, for a skipped path."""
-    lines = str(e).strip().splitlines() or [""]
-    return f"{type(e).__name__}: {lines[0][:200]}"
-
-
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t = time.perf_counter()
     out = fn()
     return time.perf_counter() - t, out
-
-
-def vm_outputs(vm: Any, x: tvm.runtime.Tensor) -> list[np.ndarray]:
-    out = vm["main"](x)
-    return [out.numpy()] if hasattr(out, "numpy") else [o.numpy() for o in out]
 
 
 def compare(got: list[np.ndarray], want: list[np.ndarray]) -> tuple[float, str]:
@@ -202,10 +146,10 @@ def warm_up() -> None:
     log("warm-up: tiny LSTM through every path")
     model = torch.nn.LSTM(2, 2).eval()
     x = torch.zeros(2, 1, 2)
-    relax_build(import_scan(export(model, x)[1]))
-    relax_build(import_tvm(export(model, x)[1]))
+    relax_build(import_scan(torch_export(model, (x,))[1]))
+    relax_build(import_tvm(torch_export(model, (x,))[1]))
     try:
-        relax_build(import_onnx(onnx_export(model, x)[1]))
+        relax_build(import_onnx(onnx_export(model, (x,), ["x"])[1]))
     except Exception as e:  # reported per model below
         log(f"warm-up: ONNX path failed ({type(e).__name__}: {e})")
 
@@ -213,8 +157,6 @@ def warm_up() -> None:
 def bench_model(name: str, args: argparse.Namespace) -> Result:
     """Compile every path ``args.repeats`` times (interleaved, so that drift hits all alike),
     then check and time each last VM, then the PyTorch and onnxruntime baselines."""
-    import torch
-
     model, x = make_model(name, args.seq)
     res = Result(name, MODELS[name], args.seq)
     want = torch_outputs(model, x)
@@ -224,7 +166,7 @@ def bench_model(name: str, args: argparse.Namespace) -> Result:
         log(f"{name}: compile repeat {r + 1}/{args.repeats}")
         for key, importer in (("scan", import_scan), ("tvm", import_tvm)):
             p = res.paths[key]
-            exp_s, ep = export(model, x)
+            exp_s, ep = torch_export(model, (x,))
             imp_s, mod = timed(lambda ep=ep, importer=importer: importer(ep))
             comp_s, load_s, vms[key] = relax_build(mod)
             p.export_s.append(exp_s)
@@ -235,7 +177,7 @@ def bench_model(name: str, args: argparse.Namespace) -> Result:
         if p.skipped:
             continue
         try:
-            exp_s, onnx_model = onnx_export(model, x)
+            exp_s, onnx_model = onnx_export(model, (x,), ["x"])
         except Exception as e:
             onnx_model = None
             p.skipped = "torch.onnx.export failed: " + brief(e)
@@ -264,33 +206,20 @@ def bench_model(name: str, args: argparse.Namespace) -> Result:
         p.run_ms = evaluator_latency_ms(vms[key], [xt], args.latency_repeats)
 
     log(f"{name}: PyTorch eager latency (2 and 1 threads)")
-    old = torch.get_num_threads()
-    try:
-        for n, dest in ((2, res.torch2_ms), (1, res.torch1_ms)):
-            torch.set_num_threads(n)
-            with torch.no_grad():
-                dest.extend(loop_latency_ms(lambda: model(x), args.latency_repeats))
-    finally:
-        torch.set_num_threads(old)
+    res.torch2_ms = eager_ms(model, [x], 2, args.latency_repeats)
+    res.torch1_ms = eager_ms(model, [x], 1, args.latency_repeats)
 
     if onnx_model is None:
         res.ort_skipped = res.paths["onnx"].skipped
         return res
     log(f"{name}: onnxruntime latency (intra_op_num_threads 2 and 1)")
-    import onnxruntime as ort
-
-    data = onnx_model.SerializeToString()
     feeds = {"x": x.numpy()}
     try:
         for n, dest in ((2, res.ort2_ms), (1, res.ort1_ms)):
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = n
-            so.inter_op_num_threads = 1
-            sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+            run = ort_latency(onnx_model, feeds, n, args.latency_repeats)
             if n == 2:
-                res.ort_err = compare(sess.run(None, feeds), want)[0]
-            run = lambda sess=sess: sess.run(None, feeds)  # noqa: E731
-            dest.extend(loop_latency_ms(run, args.latency_repeats))
+                res.ort_err = compare(run.outputs, want)[0]
+            dest.extend(run.run_ms)
     except Exception as e:
         res.ort_skipped = "onnxruntime failed: " + brief(e)
         log(f"{name}: {res.ort_skipped}")
@@ -357,10 +286,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tol", type=float, default=1e-4, help="max abs error allowed for scan-tir")
     p.add_argument("--json", metavar="PATH", help="write the raw numbers here")
     args = p.parse_args(argv)
-    args.models = [m for m in args.models.split(",") if m]
-    unknown = [m for m in args.models if m not in MODELS]
-    if unknown:
-        p.error(f"unknown models {unknown}; known: {', '.join(MODELS)}")
+    args.models = name_list(p, args.models, MODELS)
     if min(args.repeats, args.latency_repeats, args.seq) < 1:
         p.error("--seq and repeat counts must be >= 1")
     return args

@@ -5,6 +5,8 @@
     scan-tir db summary D | top D -k K | show D --record I | verify D
     scan-tir db export D [--csv F] [--json F] | plot D --out DIR | compare D1 D2
     scan-tir db prune D --keep K
+    scan-tir compile MODEL.onnx|MODEL.pt2 --trials N --work-dir D --out LIB.so [--sizes k=v,...]
+    scan-tir run LIB.so INPUT.npy ... [--repeats R] [--save OUT.npz]
 
 Exit codes (also in ``scan-tir --help``): 0 ok; 1 verification failed; 2 usage or bad
 input (wrong path, unknown workload, no such record); 3 done, but some database lines
@@ -51,7 +53,8 @@ def _sizes(text: str) -> dict[str, int]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="scan-tir",
-        description="Tune recurrences with scan-tir's search space; inspect tuning databases.",
+        description="Tune recurrences and models with scan-tir's search space; inspect tuning "
+        "databases.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -77,6 +80,21 @@ def _parser() -> argparse.ArgumentParser:
     for name in LoweringOptions.names():
         lowering.add_argument(f"--{name.replace('_', '-')}", action=argparse.BooleanOptionalAction,
                               default=None, help=f"LoweringOptions.{name}")
+    c = sub.add_parser("compile", help="tune a model file (.onnx, .pt2) and write a library")
+    c.add_argument("model", type=Path, help="an ONNX model or a torch.export.save'd program")
+    c.add_argument("--trials", type=int, required=True,
+                   help="records the work dir should hold at the end (0: build untuned)")
+    c.add_argument("--work-dir", "-d", required=True, type=Path)
+    c.add_argument("--out", "-o", required=True, type=Path, help="the library to write (.so)")
+    c.add_argument("--sizes", default="", type=str,
+                   help="representative values of the model's symbolic sizes, e.g. seq=64,batch=1")
+    c.add_argument("--population", type=int, default=512,
+                   help="evolutionary search population (less for tiny budgets)")
+    r = sub.add_parser("run", help="run a library from 'scan-tir compile' on .npy inputs")
+    r.add_argument("library", type=Path)
+    r.add_argument("inputs", type=Path, nargs="+", help="one .npy file per input, in order")
+    r.add_argument("--repeats", type=int, default=10, help="timed calls (0: no timing)")
+    r.add_argument("--save", type=Path, help="write the outputs to this .npz")
     db = sub.add_parser("db", help="inspect a tuning database").add_subparsers(
         dest="action", required=True
     )
@@ -162,6 +180,47 @@ def _tune(args: argparse.Namespace) -> int:
     return SKIPPED_LINES if result.repaired else OK
 
 
+def _compile(args: argparse.Namespace) -> int:
+    from .relax.deploy import SUFFIXES, compile_model
+    from .tune import default_target
+
+    if args.trials < 0:
+        raise UsageError(f"--trials must be 0 or more, got {args.trials}")
+    if args.model.suffix not in SUFFIXES or not args.model.is_file():
+        raise UsageError(f"{args.model}: give an existing model file ({', '.join(SUFFIXES)})")
+    out, inputs = compile_model(
+        args.model,
+        args.out,
+        args.work_dir,
+        args.trials,
+        target=default_target(),
+        sizes=_sizes(args.sizes),
+        population=args.population,
+    )
+    files = " ".join(f"{name}.npy" for name in inputs)
+    print(f"wrote {out}; run it with: scan-tir run {out} {files}")
+    return OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .relax.deploy import run_library
+
+    for path in (args.library, *args.inputs):
+        if not path.is_file():
+            raise UsageError(f"{path}: no such file")
+    outputs, ms = run_library(args.library, [np.load(p) for p in args.inputs], args.repeats)
+    for i, out in enumerate(outputs):
+        print(f"output {i}: shape {out.shape}, {out.dtype}")
+    if ms is not None:
+        print(f"median of {args.repeats} calls: {ms:.4g} ms")
+    if args.save:
+        np.savez(args.save, *outputs)
+        print(f"outputs saved to {args.save}")
+    return OK
+
+
 def _db(args: argparse.Namespace) -> int:
     from . import db as dbm
     from .tune import default_target, log
@@ -236,10 +295,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``scan-tir`` console script; returns the exit code."""
     args = _parser().parse_args(argv)  # argparse exits with 2 on a usage error
     from .db import DatabaseError
+    from .errors import ScanLoweringError
 
     try:
-        return _tune(args) if args.command == "tune" else _db(args)
-    except (UsageError, DatabaseError) as err:
+        command = {"tune": _tune, "compile": _compile, "run": _run, "db": _db}[args.command]
+        return command(args)
+    except (UsageError, DatabaseError, ScanLoweringError) as err:
         _warn(str(err))
         return BAD_INPUT
     except OSError as err:  # a work dir that is a file, an unwritable output path

@@ -1,5 +1,5 @@
-"""notebooks/lstm_research.ipynb runs headless, top to bottom (its own asserts check the
-numerics against numpy and PyTorch).
+"""The notebooks run headless, top to bottom (their own asserts check the numerics against
+numpy, PyTorch and onnxruntime): lstm_research.ipynb and relax_lstm_model.ipynb.
 
 The notebook tunes ``workloads.get("lstm", **sizes)``, the default lowering options, so the
 test database (tests/data/lstm_tiny, a legacy lowering) cannot stand in for its work dir:
@@ -42,3 +42,31 @@ def test_notebook_runs(tmp_path, monkeypatch):
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) == 2
     assert (tmp_path / "work" / "plots" / "best_so_far.png").exists()
+
+
+RELAX_NOTEBOOK = NOTEBOOK.parent / "relax_lstm_model.ipynb"
+
+
+@pytest.mark.slow
+def test_relax_notebook_runs(tmp_path, monkeypatch):
+    """The PyTorch-model notebook, export to inspection, with a tiny budget: its own asserts
+    check the tuned module against PyTorch (and onnxruntime) at four lengths."""
+    env = {
+        "SCAN_TIR_NB_TRIALS": "16",
+        "SCAN_TIR_NB_POPULATION": "16",
+        "SCAN_TIR_NB_WORK": str(tmp_path / "work"),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    nb = nbformat.read(RELAX_NOTEBOOK, as_version=4)
+    NotebookClient(nb, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(RELAX_NOTEBOOK.parent)}}).execute()
+    outputs = "".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    )
+    for length in (1, 17, 64, 300):
+        assert f"length {length:4}: max |scan-tir - PyTorch|" in outputs
+    assert "max |scan-tir - onnxruntime|" in outputs
+    assert "the fastest baseline" in outputs
+    assert "records," in outputs  # the database summary
+    assert (tmp_path / "work" / "database_tuning_record.json").exists()

@@ -490,12 +490,14 @@ def test_sequence_lens_as_graph_input_refused():
     refused(model, r"ONNX RNN node 'rnn0'.*sequence_lens is computed or a graph input.*pad")
 
 
-def test_symbolic_sequence_refused_then_fixed_by_shape_dict(target):
+def test_symbolic_features_refused_then_fixed_by_shape_dict(target):
+    """A symbolic sequence length and batch import (tests/test_relax_export.py); a symbolic
+    feature size does not: the weights fix it."""
     arrays = operands("LSTM", "forward", SEQ, ALL_OPTIONAL, 0)
     model, feeds = rnn_model("LSTM", arrays)
     dims = model.graph.input[0].type.tensor_type.shape.dim
-    dims[0].dim_param = "seq"
-    refused(model, r"ONNX LSTM node 'rnn0'.*input X has shape.*not static.*shape_dict")
+    dims[2].dim_param = "features"
+    refused(model, r"ONNX LSTM node 'rnn0'.*input X has shape.*axis 2 symbolic.*shape_dict")
     mod = import_onnx(model, shape_dict={"X": [SEQ, BATCH, INPUT]})
     got = run_tvm(mod, target, feeds)
     for g, w in zip(got, run_ort(model, feeds), strict=True):

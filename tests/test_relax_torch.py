@@ -290,11 +290,21 @@ def test_float64_refused():
         from_exported_program(export(model, (sequence().double(),)))
 
 
-def test_symbolic_batch_refused():
+def test_symbolic_batch(target):
+    """A batch that torch.export keeps symbolic stays so: one module serves every batch.
+    (torch.export specialises the length: scan_tir.relax.export keeps it symbolic too,
+    tests/test_relax_export.py.)"""
+    torch.manual_seed(10)
     model = torch.nn.RNN(INPUT, HIDDEN).eval()
     ep = export(model, (sequence(),), dynamic_shapes={"input": {1: Dim("batch", min=2)}})
-    with pytest.raises(ScanLoweringError, match=r"'rnn_tanh'.*not static.*dynamic_shapes"):
-        from_exported_program(ep)
+    vm = relax.VirtualMachine(tvm.compile(from_exported_program(ep), target=target), tvm.cpu())
+    for batch in (2, 5):
+        x = torch.rand(SEQ, batch, INPUT) * 2 - 1
+        with torch.no_grad():
+            want = flat(model(x))
+        got = vm["main"](tvm.runtime.tensor(x.numpy()))
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), w, **TOL)
 
 
 def test_unknown_rnn_variant_refused():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
-from tuning import tune_records
+from tuning import quick_search, tune_records
 from tvm import te
 from tvm.s_tir import meta_schedule as ms
 from tvm.topi.testing import lstm_python
@@ -40,9 +40,8 @@ def test_tuned_lstm_records_replay_correct(target, tmp_path):
 @pytest.mark.slow
 def test_symbolic_gru_tuned_at_one_length_serves_all(target, tmp_path):
     """Tune a fixed-length copy, apply the best schedule to the symbolic module, check it
-    from 1 to 3000 steps. The GRU takes its input already projected and returns its state:
-    a tiled loop over the symbolic length outside the scan (the hoisted input product) or
-    a copy of the state after it cannot be replayed at symbolic length (notes.md)."""
+    from 1 to 3000 steps. The GRU takes its input already projected and returns its state,
+    so no loop outside the scan has the symbolic extent: every record replays as it is."""
     hidden = 16
     seq = te.var("seq")
     func = scan_tir.create_prim_func(gru(seq, 0, hidden, copy_out=False, project_input=False))
@@ -75,6 +74,30 @@ def test_symbolic_gru_tuned_at_one_length_serves_all(target, tmp_path):
         check(scheduled, (1024,))
         built += 1
     assert built >= 1
+
+
+@pytest.mark.slow
+def test_symbolic_lstm_with_its_hoisted_product_serves_all(target, tmp_path):
+    """topi's LSTM projects the whole input before the scan, one product over seq x batch
+    that the tuner tiles with factors of the representative length; apply_best keeps the
+    tiles and lets the outer loop cover any length (replay_sized). The best records,
+    checked against numpy on 2 threads from 1 step to 2048, lengths no factor divides."""
+    inp, hidden = 8, 16
+    func = scan_tir.layout_free(
+        scan_tir.create_prim_func(lstm(te.var("seq"), inp, hidden)), ["Wi", "Wh"]
+    )
+    representative = scan_tir.specialize(func, {"seq": 48})
+    db, _ = tune_records(representative, tmp_path, target, **quick_search())
+    lib = compile_func(scan_tir.apply_best(db, representative, func, target))
+    for length in (1, 17, 300, 2048):
+        values = [
+            (RNG.standard_normal(shape) * 0.3).astype("float32")
+            for shape in [(length, 1, inp), (4 * hidden, inp), (4 * hidden, hidden)]
+        ]
+        ref_h, ref_c = lstm_python(*values)
+        got_h, got_c = run(lib, values, [(length, 1, hidden)] * 2)
+        np.testing.assert_allclose(got_h, ref_h, rtol=1e-4, atol=2e-5)
+        np.testing.assert_allclose(got_c, ref_c, rtol=1e-4, atol=2e-5)
 
 
 def test_apply_best_without_a_record_is_a_clear_error(target, tmp_path):

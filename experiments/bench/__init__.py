@@ -9,6 +9,11 @@ function two ways.
 - ``database``: finding, opening and summarising a config's tuning database.
 - ``torch_baselines`` and ``relax_baseline``: PyTorch eager and ``torch.compile``, and TVM's
   own Relax path for the LSTM.
+- ``models`` (the Relax benchmark's two models), ``frontends`` (export and the three
+  importers), ``onnx_baseline`` (onnxruntime's own RNN kernels at a thread count),
+  ``torch_module`` (eager and cold ``torch.compile`` of a module), ``limited`` (a call in a
+  child process with a time limit), ``cli`` (name lists on the command line): the model
+  benchmarks, ``relax_models.py`` and ``relax_import.py``.
 - ``bound``: the hardware bound (from ``experiments/machine.py``'s measured constants).
 - ``report``: formatting, JSON, threads and load average.
 

@@ -1,4 +1,5 @@
-"""An ``aten.{lstm,gru,rnn_tanh,rnn_relu}.input`` node read and checked before any IR is built.
+"""An ``aten.{lstm,gru,rnn_tanh,rnn_relu}.input`` node, or its ``scan_tir::`` twin from
+``scan_tir.relax.export`` (same arguments), read and checked before any IR is built.
 
 Every refusal is a :class:`scan_tir.ScanLoweringError` naming the node and the fix: the
 alternative is TVM's C++ shape checks reporting a mismatch in buffers the user never wrote,
@@ -14,7 +15,8 @@ from typing import Any
 from tvm import relax
 
 from ..errors import ScanLoweringError
-from .layers import GATES, LayerSpec, static_shape
+from .layers import GATES, LayerSpec, Size, same_shape, tensor_shape
+from .torch_export import NAMESPACE, OP_NAMES
 
 #: The aten overloads (as the importer's convert map names them) -> the layer kind.
 KINDS = {
@@ -24,6 +26,10 @@ KINDS = {
     "rnn_relu.input": "rnn_relu",
 }
 
+#: ``scan_tir.relax.export``'s custom ops (convert-map names: TVM's importer keys
+#: converters by ``node.target.__name__``, which drops the namespace) -> the layer kind.
+EXPORTED_KINDS = {f"{kind}.default": kind for kind in OP_NAMES}
+
 
 @dataclass(frozen=True)
 class RnnCall:
@@ -32,7 +38,8 @@ class RnnCall:
     ``hx`` is [h0] or, for an LSTM, [h0, c0], each (layers * directions, batch, ·);
     ``params`` is PyTorch's flat weight list (per layer, per direction: w_ih, w_hh,
     [b_ih, b_hh], [w_hr]). ``seq``, ``batch`` and ``input`` are of the sequence in time-major
-    order (the importer transposes a batch-first input).
+    order (the importer transposes a batch-first input); ``seq`` and ``batch`` are the
+    input's Relax shape expressions where symbolic.
     """
 
     where: str
@@ -44,8 +51,8 @@ class RnnCall:
     num_layers: int
     bidirectional: bool
     batch_first: bool
-    seq: int
-    batch: int
+    seq: Size
+    batch: Size
     input: int
     hidden: int
     proj: int
@@ -65,8 +72,8 @@ class RnnCall:
         width = self.input if layer == 0 else (self.proj or self.hidden) * self.directions
         return LayerSpec(
             kind=self.kind,
-            seq=self.seq,
-            batch=self.batch,
+            seq=self.seq if isinstance(self.seq, int) else None,
+            batch=self.batch if isinstance(self.batch, int) else None,
             input=width,
             hidden=self.hidden,
             proj=self.proj,
@@ -83,8 +90,8 @@ class RnnCall:
 def read(node: Any, env: Mapping[Any, Any]) -> RnnCall:
     """The node's arguments by their schema names, as Relax values from the importer's
     ``env``, checked against everything the layer functions assume."""
-    kind = KINDS[node.target.__name__]
     where = f"node '{node.name}' ({node.target})"
+    kind = _kind(node.target, where)
     names = [a.name for a in node.target._schema.arguments]
     args = {**dict(zip(names, node.args)), **node.kwargs}
     x, params = env[args["input"]], [env[p] for p in args["params"]]
@@ -95,9 +102,10 @@ def read(node: Any, env: Mapping[Any, Any]) -> RnnCall:
             f"{where}: dropout {args['dropout']} between layers in training mode; scan-tir "
             "compiles inference only: call model.eval() before torch.export.export."
         )
-    named = {"input": x, **{f"hx[{i}]": h for i, h in enumerate(hx)}}
-    named.update({f"params[{i}]": p for i, p in enumerate(params)})
-    shapes = {name: _static_shape(where, name, value) for name, value in named.items()}
+    # Symbolic: the input's time and batch axes (in either order), h0's and c0's batch.
+    named = {"input": (x, (0, 1)), **{f"hx[{i}]": (h, (1,)) for i, h in enumerate(hx)}}
+    named.update({f"params[{i}]": (p, ()) for i, p in enumerate(params)})
+    shapes = {name: _shape(where, name, *operand) for name, operand in named.items()}
     if len(shapes["input"]) != 3:
         raise ScanLoweringError(
             f"{where}: input of rank {len(shapes['input'])}; the aten op takes (seq, batch, "
@@ -129,13 +137,29 @@ def read(node: Any, env: Mapping[Any, Any]) -> RnnCall:
     return call
 
 
-def _static_shape(where: str, name: str, value: relax.Expr) -> tuple[int, ...]:
-    return static_shape(
+def _kind(target: Any, where: str) -> str:
+    """The layer kind of an aten RNN overload or of one of ``export``'s custom ops."""
+    name, namespace = target.__name__, getattr(target, "namespace", None)
+    if namespace == "aten" and name in KINDS:
+        return KINDS[name]
+    if namespace == NAMESPACE and name in EXPORTED_KINDS:
+        return EXPORTED_KINDS[name]
+    raise ScanLoweringError(
+        f"{where}: not an RNN op scan-tir converts (aten's {', '.join(KINDS)} or "
+        f"{NAMESPACE}::{{{', '.join(OP_NAMES)}}}); pass a converter for "
+        f"'{name}' in custom_convert_map."
+    )
+
+
+def _shape(where: str, name: str, value: relax.Expr, symbolic: tuple[int, ...]) -> tuple:
+    return tensor_shape(
         where,
         name,
         value,
         "convert the module and its inputs with .float() before exporting",
-        "export without dynamic_shapes for the RNN's input",
+        "declare only the sequence length and the batch in dynamic_shapes (the features, "
+        "hidden sizes and weights must be static)",
+        symbolic,
     )
 
 
@@ -169,10 +193,10 @@ def _check_shapes(call: RnnCall, shapes: Mapping[str, tuple[int, ...]]) -> None:
             for k, (_, shape) in enumerate(spec.weight_shapes()[: call.per_direction]):
                 expected[f"params[{start + k}]"] = shape
     spec = call.spec(0, 0)
-    for i, state in enumerate(spec.state_shapes()):
+    for i, state in enumerate(spec.state_shapes(call.batch)):
         expected[f"hx[{i}]"] = (call.num_layers * call.directions, *state)
     for name, shape in expected.items():
-        if shapes.get(name) != shape:
+        if not same_shape(shapes.get(name), shape):
             raise ScanLoweringError(
                 f"{call.where}: {name} has shape {shapes.get(name)}, expected {shape} for a "
                 f"{call.kind} with input {call.input}, hidden {call.hidden}, proj "

@@ -2,7 +2,9 @@
 
 Between the calls only plain Relax ops, which TVM legalises as usual: the batch-first
 transposes, the slices of h0/c0 each layer takes, the concatenation of a bidirectional layer's
-two outputs, and the stacking of every layer's final states into PyTorch's h_n and c_n.
+two outputs, and the stacking of every layer's final states into PyTorch's h_n and c_n (at a
+symbolic length also the final states' slices and a reverse output's flip,
+``LayerFunctions.call``).
 The node's value is a Python tuple ``(output, h_n[, c_n])``, so the importer's ``getitem``
 picks the element itself (TVM's own RNN converters return the output alone, and a
 ``getitem`` of 1 or 2 then yields the output again, not h_n or c_n).
@@ -17,9 +19,7 @@ from tvm import relax
 
 from ..lower.options import LoweringOptions
 from .aten import RnnCall, read
-from .layers import LayerFunctions
-
-DTYPE = "float32"
+from .layers import DTYPE, LayerFunctions
 
 
 class RnnConverter:
@@ -61,6 +61,4 @@ class RnnConverter:
             weights += [relax.const(np.zeros(int(rows), DTYPE)) for _ in range(2)]
         index = relax.const(layer * call.directions + direction, "int64")
         states = [bb.emit(relax.op.take(h, index, axis=0, mode="clip")) for h in call.hx]
-        out_ty = [relax.TensorType(shape, DTYPE) for shape in spec.output_shapes()]
-        result = bb.emit(relax.call_tir(self.function(bb, spec), [x, *weights, *states], out_ty))
-        return [bb.emit(relax.TupleGetItem(result, i)) for i in range(len(out_ty))]
+        return self.function.call(bb, spec, [x, *weights, *states], call.seq, call.batch)

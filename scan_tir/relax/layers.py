@@ -11,6 +11,14 @@ The function depends on the layer's sizes and kind only, not on its weights, so 
 layers (layer 2 and 3 of a deep LSTM, the same module called twice) share one function:
 :func:`layer_prim_func` is cached by (:class:`LayerSpec`, options).
 
+A layer of symbolic sequence length or batch (``LayerSpec.seq`` or ``batch`` None, as
+``scan_tir.relax.export`` leaves them) is built on ``te.var`` sizes named ``seq`` and
+``batch``, which ``call_tir`` binds from its arguments' shapes, and lowered with int64 indices
+(see :func:`layer_prim_func`); a static layer is lowered as before, int32. A layer of symbolic
+length returns its state sequences only, in step order, and :meth:`LayerFunctions.call` takes
+the output in input order and the final states from them in Relax (see
+:attr:`LayerSpec.sequences_only`).
+
 The LSTM is ``topi.nn.lstm`` unchanged (it already takes optional biases, initial states, a
 projection, peepholes and a reverse direction). The zoo's GRU and Elman builders start from
 zeros and run forward only, so their step is written here again with initial-state input and
@@ -20,11 +28,14 @@ direction, from the zoo's parts (``scan_tir.workloads.parts``).
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from typing import TypeAlias
 
 from tvm import relax, te, tirx, topi
 from tvm.ir import GlobalVar
+from tvm.sym import Analyzer
 
 from ..errors import ScanLoweringError
 from ..lower.convert import create_prim_func
@@ -45,14 +56,25 @@ LAYER_ATTR = "scan_tir.rnn_layer"
 #: and AnnotateTIROpPattern keeps an ``op_pattern`` that is already set.
 OPAQUE = 8
 
+#: A size in a shape: static, or an expression of the symbolic sizes (a te.var in a layer's
+#: TE graph, a Relax shape variable in the module calling it).
+Size: TypeAlias = int | tirx.Expr
+
+#: The names of the symbolic sizes in a layer function (``scan_tir.specialize`` takes them).
+SYMBOLIC = ("seq", "batch")
+
+#: The layer functions' only dtype (``tensor_shape`` refuses others).
+DTYPE = "float32"
+
 
 @dataclass(frozen=True)
 class LayerSpec:
     """What one layer-direction's function depends on (its cache key).
 
-    ``proj`` is ``nn.LSTM``'s ``proj_size`` (0: none). ``bias`` says whether the function
-    takes ``b_ih`` and ``b_hh``; a GRU or Elman layer always does (PyTorch's bias-free
-    modules get zero vectors), so that one function serves both.
+    ``seq`` and ``batch`` are None where symbolic: one function then serves every length
+    (batch). ``proj`` is ``nn.LSTM``'s ``proj_size`` (0: none). ``bias`` says whether the
+    function takes ``b_ih`` and ``b_hh``; a GRU or Elman layer always does (PyTorch's
+    bias-free modules get zero vectors), so that one function serves both.
 
     Two ONNX forms PyTorch lacks (``scan_tir.relax.onnx``): ``peephole``, an LSTM that takes
     ``p`` (3 * hidden: the i, f, o peephole weights, topi's ``p_i``, ``p_f``, ``p_o``), and
@@ -61,8 +83,8 @@ class LayerSpec:
     """
 
     kind: str
-    seq: int
-    batch: int
+    seq: int | None
+    batch: int | None
     input: int
     hidden: int
     proj: int = 0
@@ -88,14 +110,38 @@ class LayerSpec:
             shapes.append(("p", (3 * self.hidden,)))
         return shapes
 
-    def state_shapes(self) -> list[tuple[int, int]]:
-        """h (and, for an LSTM, c): the initial-state inputs and the final-state outputs."""
-        h = (self.batch, self.out)
-        return [h, (self.batch, self.hidden)] if self.kind == "lstm" else [h]
+    @property
+    def symbolic(self) -> bool:
+        """Whether the sequence length or the batch is symbolic."""
+        return self.seq is None or self.batch is None
 
-    def output_shapes(self) -> list[tuple[int, ...]]:
-        """The function's outputs: the sequence, then the final states."""
-        return [(self.seq, self.batch, self.out), *self.state_shapes()]
+    def state_shapes(self, batch: Size) -> list[tuple[Size, int]]:
+        """h (and, for an LSTM, c): the initial-state inputs and the final-state outputs,
+        for the caller's ``batch`` (``self.batch`` unless that is symbolic)."""
+        h = (batch, self.out)
+        return [h, (batch, self.hidden)] if self.kind == "lstm" else [h]
+
+    @property
+    def sequences_only(self) -> bool:
+        """Whether the function returns the state sequences in step order (h, and for an
+        LSTM c), and no output sequence in input order and no final states.
+
+        At a symbolic length, a block after the scan that reads row ``seq - 1`` (a final
+        state) or rows ``seq - 1 - t`` (a reverse layer's re-reversal) reads rows the scan
+        writes only if ``seq >= 1``, which TVM cannot prove of a ``te.var``: the root scope
+        is then no stage pipeline, and compute_inline and the other primitives a tuned
+        schedule replays refuse it. So those reads are Relax ops after the call
+        (:meth:`LayerFunctions.call`), and the function is the scan alone. A static layer
+        keeps them inside, as tuned databases hold it.
+        """
+        return self.seq is None
+
+    def output_shapes(self, seq: Size, batch: Size) -> list[tuple[Size, ...]]:
+        """The function's outputs: the sequence, then the final states (sizes as in
+        :meth:`state_shapes`); or, if :attr:`sequences_only`, h's and c's sequences."""
+        if self.sequences_only:
+            return [(seq, *shape) for shape in self.state_shapes(batch)]
+        return [(seq, batch, self.out), *self.state_shapes(batch)]
 
 
 def _gru_step(spec: LayerSpec, xw: te.Tensor, h: te.Tensor, wh: te.Tensor, bh: te.Tensor):
@@ -104,12 +150,12 @@ def _gru_step(spec: LayerSpec, xw: te.Tensor, h: te.Tensor, wh: te.Tensor, bh: t
         return _gru_step_reset_before(spec, xw, h, wh, bh)
     hidden = spec.hidden
     hw = recurrent_projection(h, wh, bh, "hw")
-    x_t = _input_step(spec)
+    x_t = _input_step(spec, xw)
 
     def gate(t, b, j, g):
         return xw[x_t(t), b, g * hidden + j] + hw[t, b, g * hidden + j]
 
-    shape = (spec.seq + 1, spec.batch, hidden)
+    shape = h.shape
     r = te.compute(shape, lambda t, b, j: te.sigmoid(gate(t, b, j, 0)), name="r")
     z = te.compute(shape, lambda t, b, j: te.sigmoid(gate(t, b, j, 1)), name="z")
     n = te.compute(
@@ -132,11 +178,11 @@ def _gru_step_reset_before(
     """h' of ONNX's default GRU (linear_before_reset=0): n = tanh(Wi_n x + Bi_n +
     Wh_n (r * h) + Bh_n). The candidate's product needs r first, so it is a second
     reduction in the step, and the first covers the r and z rows only."""
-    hidden, x_t = spec.hidden, _input_step(spec)
-    shape = (spec.seq + 1, spec.batch, hidden)
+    hidden, x_t = spec.hidden, _input_step(spec, xw)
+    shape = h.shape
     k = te.reduce_axis((0, hidden), name="kh")
     hw = te.compute(
-        (spec.seq + 1, spec.batch, 2 * hidden),
+        (*shape[:2], 2 * hidden),
         lambda t, b, j: te.sum(h[t - 1, b, k] * wh[j, k], axis=k),
         name="hw_rz",
     )
@@ -169,25 +215,27 @@ def _elman_step(spec: LayerSpec, xw: te.Tensor, h: te.Tensor, wh: te.Tensor, bh:
     """h' of ``nn.RNN``: act(Wi x + Bi + Wh h + Bh), act from the zoo's elman.py."""
     act = ACTIVATIONS[spec.kind.removeprefix("rnn_")][0]
     hw = recurrent_projection(h, wh, bh, "hw")
-    x_t = _input_step(spec)
+    x_t = _input_step(spec, xw)
     return te.compute(
-        (spec.seq + 1, spec.batch, spec.hidden),
+        h.shape,
         lambda t, b, j: act(xw[x_t(t), b, j] + hw[t, b, j]),
         name="h_new",
     )
 
 
-def _input_step(spec: LayerSpec):
+def _input_step(spec: LayerSpec, xw: te.Tensor):
     """The input row scan step t (1..seq) reads: topi's convention, reversed if asked."""
-    return (lambda t: spec.seq - t) if spec.reverse else (lambda t: t - 1)
+    seq = xw.shape[0]
+    return (lambda t: seq - t) if spec.reverse else (lambda t: t - 1)
 
 
 def _gated(spec: LayerSpec, x, weights, h0) -> te.Tensor:
     """Every step's hidden state (step order) of a GRU or Elman layer."""
     w_ih, w_hh, b_ih, b_hh = weights
     xw = input_projection(x, w_ih, b_ih, "xw")
-    h = te.placeholder((spec.seq + 1, spec.batch, spec.hidden), name="h")
-    init = te.compute((1, spec.batch, spec.hidden), lambda _, b, j: h0[b, j], name="h_init")
+    seq, batch = x.shape[:2]
+    h = te.placeholder((seq + 1, batch, spec.hidden), name="h")
+    init = te.compute((1, batch, spec.hidden), lambda _, b, j: h0[b, j], name="h_init")
     step = _gru_step if spec.kind == "gru" else _elman_step
     h_new = step(spec, xw, h, w_hh, b_hh)
     return drop_init(scan(init, h_new, h, name=f"{spec.kind}_scan"), "hidden_states")
@@ -195,10 +243,17 @@ def _gated(spec: LayerSpec, x, weights, h0) -> te.Tensor:
 
 def build(spec: LayerSpec) -> list[te.Tensor]:
     """The layer's TE graph: inputs (x, weights, initial states), then outputs (the
-    sequence in input order, the final states)."""
-    x = te.placeholder((spec.seq, spec.batch, spec.input), name="x")
+    sequence in input order, the final states; or the state sequences in step order, if
+    :attr:`LayerSpec.sequences_only`). Symbolic sizes are te.vars named as in
+    :data:`SYMBOLIC`."""
+    seq, batch = (
+        te.var(name) if size is None else size
+        for name, size in zip(SYMBOLIC, (spec.seq, spec.batch), strict=True)
+    )
+    x = te.placeholder((seq, batch, spec.input), name="x")
     named = {name: te.placeholder(shape, name=name) for name, shape in spec.weight_shapes()}
-    states = [te.placeholder(s, name=n) for n, s in zip(("h0", "c0"), spec.state_shapes())]
+    shapes = spec.state_shapes(batch)
+    states = [te.placeholder(s, name=n) for n, s in zip(("h0", "c0"), shapes)]
     if spec.kind == "lstm":
         seqs = topi.nn.lstm(
             x,
@@ -210,23 +265,25 @@ def build(spec: LayerSpec) -> list[te.Tensor]:
             c_init=states[1],
             proj=named.get("w_hr"),
             reverse=spec.reverse,
-            **_peepholes(spec, named.get("p")),
+            **_peepholes(spec, batch, named.get("p")),
         )
     else:
         weights = [named[n] for n in ("w_ih", "w_hh", "b_ih", "b_hh")]
         seqs = [_gated(spec, x, weights, states[0])]
+    if spec.sequences_only:
+        return [x, *named.values(), *states, *seqs]
     finals = [_last(s, name) for s, name in zip(seqs, ("h_n", "c_n"))]
     return [x, *named.values(), *states, _in_input_order(spec, seqs[0]), *finals]
 
 
-def _peepholes(spec: LayerSpec, p: te.Tensor | None) -> dict[str, te.Tensor]:
+def _peepholes(spec: LayerSpec, batch: Size, p: te.Tensor | None) -> dict[str, te.Tensor]:
     """topi's ``p_i``, ``p_f``, ``p_o`` (indexed [batch, hidden]) from ``p`` (i, f, o rows,
     one per hidden unit, as ONNX has them: shared by the batch)."""
     if p is None:
         return {}
 
     def rows(g: int, gate: str) -> te.Tensor:
-        shape = (spec.batch, spec.hidden)
+        shape = (batch, spec.hidden)
         return te.compute(shape, lambda _, j: p[g * spec.hidden + j], name=f"p_{gate}")
 
     return {f"p_{gate}": rows(g, gate) for g, gate in enumerate("ifo")}
@@ -237,7 +294,7 @@ def _in_input_order(spec: LayerSpec, hs: te.Tensor) -> te.Tensor:
     (A forward layer's hs is already the step copy made inside the scan.)"""
     if not spec.reverse:
         return hs
-    last = spec.seq - 1
+    last = hs.shape[0] - 1
     return te.compute(hs.shape, lambda t, b, j: hs[last - t, b, j], name="output")
 
 
@@ -254,9 +311,12 @@ def layer_prim_func(spec: LayerSpec, options: LoweringOptions) -> tirx.PrimFunc:
     No ``global_symbol``: the Relax module's AttachGlobalSymbol names it after the GlobalVar
     it is added under (create_prim_func's "main" would clash with the Relax ``main``).
     Cached (PrimFuncs are immutable): identical layers, and later imports of the same
-    model, lower once.
+    model, lower once. A symbolic layer's indices are int64, as Relax's shape variables
+    are: in int32 the sizes would arrive through a narrowing cast, and products such as
+    seq * batch * 4 * hidden, which no static bound keeps small, could overflow.
     """
-    func = create_prim_func(build(spec), options=options)
+    index_dtype = "int64" if spec.symbolic else None
+    func = create_prim_func(build(spec), index_dtype_override=index_dtype, options=options)
     tag = json.dumps({"spec": asdict(spec), "options": options.to_dict()}, sort_keys=True)
     func = func.without_attr("global_symbol")
     return func.with_attrs({"op_pattern": OPAQUE, LAYER_ATTR: tag})
@@ -278,24 +338,81 @@ class LayerFunctions:
             self._added[spec] = bb.add_func(layer_prim_func(spec, self.options), name)
         return self._added[spec]
 
+    def call(
+        self,
+        bb: relax.BlockBuilder,
+        spec: LayerSpec,
+        args: list[relax.Expr],
+        seq: Size,
+        batch: Size,
+    ) -> list[relax.Expr]:
+        """A ``call_tir`` of ``spec``'s function on ``args`` (x, weights, initial states)
+        for the input's ``seq`` and ``batch``: the output sequence in input order (seq,
+        batch, out), then the final states (batch, ·).
 
-def static_shape(
-    where: str, what: str, value: relax.Expr, to_float32: str, to_static: str
-) -> tuple[int, ...]:
-    """``value``'s shape as ints, after checking that it is a float32 tensor of static shape
-    (the layer functions' only kind); ``where`` names the node, ``what`` the operand, and
-    ``to_float32``/``to_static`` say, in the frontend's terms, how to fix the model."""
+        For a function that returns its state sequences only
+        (:attr:`LayerSpec.sequences_only`) they are taken here: each final state is row
+        ``seq - 1`` of its sequence in step order (the state after the last step, in either
+        direction), and a reverse layer's output is its h sequence flipped.
+        """
+        out_ty = [relax.TensorType(shape, DTYPE) for shape in spec.output_shapes(seq, batch)]
+        if len(out_ty) == 1:  # a GRU's or Elman's h sequence: not a tuple of one
+            outputs = [bb.emit(relax.call_tir(self(bb, spec), args, out_ty[0]))]
+        else:
+            result = bb.emit(relax.call_tir(self(bb, spec), args, out_ty))
+            outputs = [bb.emit(relax.TupleGetItem(result, i)) for i in range(len(out_ty))]
+        if not spec.sequences_only:
+            return outputs
+        finals = [bb.emit(_last_row(states, seq)) for states in outputs]
+        y = bb.emit(relax.op.flip(outputs[0], axis=0)) if spec.reverse else outputs[0]
+        return [y, *finals]
+
+
+def _last_row(states: relax.Expr, seq: Size) -> relax.Expr:
+    """``states[seq - 1]``: a slice with a symbolic begin, not a ``take`` of index -1 (TVM
+    0.27 legalises a negative index of ``take``/select wrongly). Declared in bounds, so that
+    the slice has one row and squeezes: an RNN has no final state of an empty sequence
+    (PyTorch refuses one), and a length below 1 must be kept out by the declared range
+    that ``main`` checks."""
+    row = relax.op.strided_slice(states, axes=[0], begin=[seq - 1], end=[seq], assume_inbound=True)
+    return relax.op.squeeze(row, [0])
+
+
+def tensor_shape(
+    where: str,
+    what: str,
+    value: relax.Expr,
+    to_float32: str,
+    to_static: str,
+    symbolic: Collection[int] = (),
+) -> tuple[Size, ...]:
+    """``value``'s shape, ints where static, after checking that it is a float32 tensor (the
+    layer functions' only kind) whose axes are static but those in ``symbolic`` (the
+    sequence and batch axes: the layer functions take any length and batch, not any
+    width). ``where`` names the node, ``what`` the operand, and ``to_float32``/``to_static``
+    say, in the frontend's terms, how to fix the model."""
     ty = getattr(value, "ty", None)
     if not isinstance(ty, relax.TensorType):
         raise ScanLoweringError(f"{where}: {what} is not a tensor ({ty}); fix the model.")
     if str(ty.dtype) != "float32":
         raise ScanLoweringError(
-            f"{where}: {what} is {ty.dtype}; scan-tir's recurrences are float32 only: "
-            f"{to_float32}."
+            f"{where}: {what} is {ty.dtype}; scan-tir's recurrences are float32 only: {to_float32}."
         )
-    if ty.shape is None or not all(isinstance(d, tirx.IntImm) for d in ty.shape):
-        raise ScanLoweringError(
-            f"{where}: {what} has shape {ty.shape}, not static; symbolic sizes are not "
-            f"supported yet: {to_static}."
-        )
-    return tuple(int(d) for d in ty.shape)
+    if ty.shape is None:
+        raise ScanLoweringError(f"{where}: {what} has no known shape; {to_static}.")
+    for axis, size in enumerate(ty.shape):
+        if axis not in symbolic and not isinstance(size, tirx.IntImm):
+            raise ScanLoweringError(
+                f"{where}: {what} has shape {ty.shape}, axis {axis} symbolic; only the "
+                f"sequence length and the batch may be symbolic: {to_static}."
+            )
+    return tuple(int(d) if isinstance(d, tirx.IntImm) else d for d in ty.shape)
+
+
+def same_shape(shape: tuple[Size, ...] | None, expected: tuple[Size, ...]) -> bool:
+    """Whether ``shape`` is ``expected``, a symbolic size the same expression (an initial
+    state whose batch is another symbol than the input's is not the input's batch)."""
+    if shape is None or len(shape) != len(expected):
+        return False
+    analyzer = Analyzer()
+    return all(analyzer.can_prove_equal(a, b) for a, b in zip(shape, expected, strict=True))

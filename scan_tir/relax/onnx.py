@@ -45,14 +45,17 @@ def from_onnx(
     """``tvm.relax.frontend.onnx.from_onnx(model, shape_dict, **kwargs)`` with every ONNX
     ``LSTM``, ``GRU`` and ``RNN`` node compiled as one ``call_tir`` per direction of a scan
     PrimFunc (lowered with ``options``, default ``LoweringOptions()``; marked opaque to
-    fusion; one function per distinct size, kind and direction).
+    fusion; one function per distinct size, kind and direction). A sequence length or batch
+    that the model leaves symbolic (a ``dim_param`` such as "seq", which TVM's importer
+    makes a shape variable of that name) stays so, and one function serves every value.
 
     ``kwargs`` are TVM's: ``dtype_dict``, ``opset``, ``keep_params_in_input``,
     ``sanitize_input_names``. Weights may be initializers or graph inputs. Raises
     :class:`scan_tir.ScanLoweringError` for a node the scans cannot compute exactly
     (``clip``, activations other than ONNX's defaults and RNN's Relu, ``input_forget=1``,
     ``sequence_lens`` shorter than the sequence or unknown at import, not float32,
-    symbolic sizes); attribute refusals come before TVM parses the model.
+    symbolic sizes other than the length and the batch); attribute refusals come before TVM
+    parses the model.
     """
     from tvm.relax.frontend.onnx import onnx_frontend
 

@@ -7,7 +7,8 @@ i,f,o) and B split into the input and recurrent biases: in numpy at import for c
 (weights are initializers in nearly every model, and then cost nothing at run time), by a
 Relax ``take`` of the permuted rows for graph inputs. Around the calls only plain Relax ops,
 which TVM legalises as usual: the batch-major transposes of ``layout=1`` and the stacking
-of the directions into ONNX's Y, Y_h and Y_c.
+of the directions into ONNX's Y, Y_h and Y_c (at a symbolic length also the final states'
+slices and a reverse output's flip, ``LayerFunctions.call``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ from tvm import relax
 from tvm.relax.frontend.onnx.onnx_frontend import OnnxOpConverter
 
 from ..lower.options import LoweringOptions
-from .layers import LayerFunctions
+from .layers import DTYPE, LayerFunctions
 from .onnx_node import OP_GATES, RnnNode, constant, read, read_attributes
-
-DTYPE = "float32"
 
 #: Per op type, ONNX's gate rows in PyTorch's gate order (the layer functions').
 GATE_ORDER = {"LSTM": (0, 2, 3, 1), "GRU": (1, 0, 2), "RNN": (0,)}
@@ -67,11 +66,9 @@ class Session:
             args += [relax.const(np.zeros(len(rows), DTYPE)) for _ in range(2)]
         if node.p is not None:
             args.append(_rows(bb, node.p, d, _gate_rows(PEEPHOLE_ORDER, node.hidden)))
-        for state in (node.initial_h, node.initial_c)[: len(spec.state_shapes())]:
+        for state in (node.initial_h, node.initial_c)[: len(spec.state_shapes(node.batch))]:
             args.append(_state(bb, node, state, d))
-        out_ty = [relax.TensorType(shape, DTYPE) for shape in spec.output_shapes()]
-        result = bb.emit(relax.call_tir(self.function(bb, spec), args, out_ty))
-        return [bb.emit(relax.TupleGetItem(result, i)) for i in range(len(out_ty))]
+        return self.function.call(bb, spec, args, node.seq, node.batch)
 
 
 def _gate_rows(order: tuple[int, ...], hidden: int) -> np.ndarray:
@@ -89,7 +86,10 @@ def _rows(bb: relax.BlockBuilder, value: relax.Expr, d: int, rows: np.ndarray) -
 
 
 def _state(bb: relax.BlockBuilder, node: RnnNode, value: relax.Expr | None, d: int) -> relax.Expr:
-    """Direction ``d``'s initial state (batch, hidden): zeros if absent."""
+    """Direction ``d``'s initial state (batch, hidden): zeros if absent (made at run time
+    for a symbolic batch)."""
+    if value is None and not isinstance(node.batch, int):
+        return bb.emit(relax.op.zeros(relax.ShapeExpr([node.batch, node.hidden]), DTYPE))
     if value is None:
         return relax.const(np.zeros((node.batch, node.hidden), DTYPE))
     axis = 0 if node.attrs.layout == 0 else 1

@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 
 from ..errors import ScanLoweringError
-from .layers import GATES, LayerSpec, static_shape
+from .layers import GATES, LayerSpec, Size, same_shape, tensor_shape
 
 #: The op types converted here -> their gates (the stacked rows of W and R per direction).
 OP_GATES = {"LSTM": GATES["lstm"], "GRU": GATES["gru"], "RNN": GATES["rnn_tanh"]}
@@ -63,7 +63,8 @@ class Attributes:
 @dataclass(frozen=True)
 class RnnNode:
     """A node's attributes and operands, checked. Operands are Relax values (constants, or
-    graph inputs), absent optional ones None; ``sequence_lens``, once checked, is gone."""
+    graph inputs), absent optional ones None; ``sequence_lens``, once checked, is gone.
+    ``seq`` and ``batch`` are X's Relax shape expressions where symbolic."""
 
     attrs: Attributes
     x: relax.Expr
@@ -73,8 +74,8 @@ class RnnNode:
     initial_h: relax.Expr | None
     initial_c: relax.Expr | None
     p: relax.Expr | None
-    seq: int
-    batch: int
+    seq: Size
+    batch: Size
     input: int
     hidden: int
 
@@ -88,8 +89,8 @@ class RnnNode:
         kind = self.attrs.kinds[direction]
         return LayerSpec(
             kind=kind,
-            seq=self.seq,
-            batch=self.batch,
+            seq=self.seq if isinstance(self.seq, int) else None,
+            batch=self.batch if isinstance(self.batch, int) else None,
             input=self.input,
             hidden=self.hidden,
             bias=self.b is not None or kind != "lstm",
@@ -202,8 +203,10 @@ def read(
             raise ScanLoweringError(
                 f"{attrs.where}: input {required} is missing; ONNX requires it: fix the model."
             )
+    # Symbolic: X's time and batch axes, the initial states' batch axis (per layout).
+    symbolic = {"X": (0, 1), "initial_h": (1 - attrs.layout,), "initial_c": (1 - attrs.layout,)}
     shapes = {
-        name: _static_shape(attrs.where, name, value)
+        name: _shape(attrs.where, name, value, symbolic.get(name, ()))
         for name, value in named.items()
         if value is not None and name != "sequence_lens"
     }
@@ -240,13 +243,15 @@ def constant(value: relax.Expr) -> np.ndarray | None:
     return value.value.numpy() if isinstance(value, tvm.ir.GenericConst) else None
 
 
-def _static_shape(here: str, name: str, value: relax.Expr) -> tuple[int, ...]:
-    return static_shape(
+def _shape(here: str, name: str, value: relax.Expr, symbolic: tuple[int, ...]) -> tuple:
+    return tensor_shape(
         here,
         f"input {name}",
         value,
         "convert the model to float32 (or pass dtype_dict for a graph input)",
-        "pass shape_dict={input name: static shape} for the model's inputs",
+        "give the model's inputs static feature sizes (dim_value), or pass "
+        "shape_dict={input name: shape}",
+        symbolic,
     )
 
 
@@ -261,7 +266,7 @@ def _hidden(attrs: Attributes, r_shape: tuple[int, ...]) -> int:
     return hidden
 
 
-def _check_shapes(node: RnnNode, shapes: Mapping[str, tuple[int, ...]]) -> None:
+def _check_shapes(node: RnnNode, shapes: Mapping[str, tuple[Size, ...]]) -> None:
     """Every operand has the shape ONNX specifies for the node's sizes and layout."""
     d, rows, h = len(node.attrs.reverse), node.gates * node.hidden, node.hidden
     state = (d, node.batch, h) if node.attrs.layout == 0 else (node.batch, d, h)
@@ -274,7 +279,7 @@ def _check_shapes(node: RnnNode, shapes: Mapping[str, tuple[int, ...]]) -> None:
         "P": (d, 3 * h),
     }
     for name, shape in shapes.items():
-        if name in expected and shape != expected[name]:
+        if name in expected and not same_shape(shape, expected[name]):
             raise ScanLoweringError(
                 f"{node.attrs.where}: input {name} has shape {shape}, expected "
                 f"{expected[name]} for {d} direction(s), X of shape {shapes['X']} (layout "
@@ -301,6 +306,13 @@ def _check_lengths(
             f"{here}: input sequence_lens is computed or a graph input, so its lengths are "
             f"unknown at import; scan-tir runs every sequence for all {node.seq} steps: {fix}, "
             "or make it an initializer whose lengths all equal seq."
+        )
+    if not isinstance(node.seq, int) or not isinstance(node.batch, int):
+        raise ScanLoweringError(
+            f"{here}: input sequence_lens with X of symbolic shape (seq {node.seq}, batch "
+            f"{node.batch}): the lengths cannot be checked against every sequence: drop "
+            "sequence_lens (every sequence then runs for its full length), or give X a static "
+            "shape (shape_dict)."
         )
     lengths = np.asarray(lengths).reshape(-1)
     if lengths.shape != (node.batch,) or np.any(lengths != node.seq):

@@ -1,11 +1,14 @@
-"""Tuning a scan of symbolic length: tune a fixed-length copy, apply its best schedule.
+"""Tuning a function of symbolic sizes: tune a fixed-size copy, apply its best schedule.
 
 MetaSchedule measures only static shapes (``ArgInfo.from_prim_func``), and sampled tile
-sizes need constant extents, so a module whose length is a ``te.var`` is tuned at a
-representative length (:func:`specialize`) and the best trace found is replayed on the
-symbolic module (:func:`apply_best`). The time loop is never tiled, so the trace fits
-every length; the replayed function is checked for the scan invariants before it is
-returned.
+sizes need constant extents, so a function whose length (or batch) is a ``te.var`` is
+tuned at representative sizes (:func:`specialize`) and the best trace found is replayed on
+the symbolic function (:func:`apply_best`). The time loop of a scan is never tiled, but
+loops outside it may be: the input product hoisted over seq x batch is tiled with factors
+of the representative length, which a symbolic extent does not have. :func:`replay_sized`
+keeps such a tiling's inner factors and lets the outer one cover the rest (a split with
+the remainder predicated), so the trace replays on every size; the replayed function is
+checked for the scan invariants before it is returned.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir.prim import expr as prim_expr
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.schedule import Instruction, Schedule, Trace
 from tvm.sym import Analyzer
 from tvm.target import Target
 
-from ..db.replay import replay
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, scan_violations
 
@@ -36,9 +39,14 @@ _ARITH = (
 
 
 def size_vars(func: tirx.PrimFunc) -> dict[str, tirx.Var]:
-    """The symbolic sizes of ``func``'s parameters, by name."""
+    """The symbolic sizes of ``func``'s parameters (in buffer shapes, or scalar parameters,
+    as Relax passes a size its kernel cannot read from a shape), by name."""
     found: dict[str, tirx.Var] = {}
     for param in func.params:
+        if not isinstance(param.ty, tirx.BufferType):
+            if isinstance(param.ty, tvm.ir.PrimType):  # a size passed as a scalar
+                found.setdefault(str(param.name), param)
+            continue
         for dim in param.shape:
             if isinstance(dim, tirx.Var):
                 found.setdefault(str(dim.name), dim)
@@ -54,7 +62,18 @@ def specialize(func: tirx.PrimFunc, sizes: Mapping[str, int]) -> tirx.PrimFunc:
                 f"specialize: the function has no symbolic size '{name}'; it has "
                 f"{sorted(known) or 'none'}."
             )
-    bound = [(known[name], tirx.IntImm(known[name].ty.dtype, v)) for name, v in sizes.items()]
+    scalars = {
+        p: tirx.IntImm(p.ty.dtype, sizes[str(p.name)])
+        for p in func.params
+        if not isinstance(p.ty, tirx.BufferType) and str(p.name) in sizes
+    }
+    if scalars:  # a scalar parameter is bound and dropped (TVM's PrimFunc.specialize)
+        func = func.specialize(scalars)
+    bound = [
+        (known[name], tirx.IntImm(known[name].ty.dtype, v))
+        for name, v in sizes.items()
+        if not any(p.same_as(known[name]) for p in scalars)
+    ]
 
     def on_var(var: tirx.Var) -> object:
         for old, new in bound:
@@ -104,7 +123,7 @@ def apply_best(
     failures = []
     for rank, record in enumerate(records):
         try:
-            scheduled = replay(record, func)
+            scheduled = replay_sized(record.trace, func)
         except Exception as err:  # ScheduleError, or TVM's InternalError on a symbolic tile
             failures.append(f"#{rank}: replay: {_last_line(err)}")
             continue
@@ -113,7 +132,9 @@ def apply_best(
             failures.append(f"#{rank}: breaks the scan: {problems}")
             continue
         try:
-            tvm.compile(tvm.IRModule({"main": scheduled}), target=target)
+            tvm.compile(
+                tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}), target=target
+            )
         except Exception as err:  # TVM's codegen
             failures.append(f"#{rank}: build: {_last_line(err)}")
             continue
@@ -121,13 +142,83 @@ def apply_best(
     raise ScanLoweringError(
         "apply_best: none of the best schedules serves the symbolic function ("
         + "; ".join(failures)
-        + "). Loops of symbolic extent outside the scan (an input product hoisted over the "
-        "sequence) were tiled at the representative length and cannot be tiled again; and "
-        "TVM cannot prove region cover for ops after the scan at symbolic length. Pass the "
-        "input already projected and return the scan's state, or build one module per length."
+        + "). Tune the representative function again with more trials, or build one module "
+        "per size (specialize(func, sizes) and its own tuning)."
     )
 
 
 def _last_line(err: Exception) -> str:
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[-1][:160] if lines else ''}"
+
+
+class _SymbolicTile(Exception):
+    """Raised from the replay's decision provider at a tile sampled on a symbolic loop."""
+
+
+def replay_sized(trace: Trace, func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` scheduled by ``trace`` (postprocessing included), where ``trace`` was
+    recorded on a copy of ``func`` with its symbolic sizes fixed.
+
+    A ``SamplePerfectTile`` on a loop whose extent is symbolic in ``func`` is dropped and
+    its splits take its decision's inner factors as constants and ``None`` outermost, so
+    the tile shape tuned at the representative size is kept and the outer loop covers any
+    extent (TVM predicates the remainder). Such tiles are found by replaying: the decision
+    provider stops the replay at the first one, which is then fixed, until none is left.
+    """
+    fixed: set[int] = set()
+    while True:
+        candidate, origin = _with_fixed_tiles(trace, fixed)
+        sch = Schedule(tvm.IRModule({"main": func}))
+        symbolic = _replay_until_symbolic_tile(candidate, sch)
+        if symbolic is None:
+            return sch.mod["main"]
+        fixed.add(origin[symbolic])
+
+
+def _replay_until_symbolic_tile(trace: Trace, sch: Schedule) -> int | None:
+    """Apply ``trace`` to ``sch``; stop at its first tile sampled on a loop of symbolic
+    extent and return that instruction's index, or None when the whole trace applied."""
+    found: list[int] = []
+
+    def provider(inst: Instruction, inputs: list, _attrs: list, decision: object) -> object:
+        loop = sch.get(inputs[0]) if inst.kind.name == "SamplePerfectTile" else None
+        if loop is not None and not isinstance(loop.extent, tirx.IntImm):
+            found.append(next(i for i, x in enumerate(trace.insts) if x.same_as(inst)))
+            raise _SymbolicTile
+        return decision
+
+    try:
+        trace.apply_to_schedule(sch, remove_postproc=False, decision_provider=provider)
+    except Exception:  # _SymbolicTile, through TVM's FFI; anything else is re-raised
+        if not found:
+            raise
+        return found[0]
+    return None
+
+
+def _with_fixed_tiles(trace: Trace, fixed: set[int]) -> tuple[Trace, list[int]]:
+    """``trace`` without the tile samplings at ``fixed`` (instruction indices), their
+    outputs replaced by constants as :func:`replay_sized` says; and, for each kept
+    instruction, its index in ``trace``."""
+    insts: list[Instruction] = []
+    origin: list[int] = []
+    decisions: dict[Instruction, object] = {}
+    constants: dict[tirx.Var, tirx.IntImm | None] = {}
+    for index, inst in enumerate(trace.insts):
+        decision = trace.get_decision(inst)
+        if index in fixed:
+            for k, (rv, factor) in enumerate(zip(inst.outputs, decision, strict=True)):
+                constants[rv] = None if k == 0 else tirx.IntImm("int32", int(factor))
+            continue
+        if any(isinstance(x, tirx.Var) and x in constants for x in inst.inputs):
+            inputs = [
+                constants[x] if isinstance(x, tirx.Var) and x in constants else x
+                for x in inst.inputs
+            ]
+            inst = Instruction(inst.kind, inputs, inst.attrs, inst.outputs)
+        if decision is not None:
+            decisions[inst] = decision
+        insts.append(inst)
+        origin.append(index)
+    return Trace(insts, decisions), origin
