@@ -332,28 +332,23 @@ def measure_tuned(
         t = time.perf_counter()
         scan_relax.tune(mod, target(), str(work), args.trials)
         p.tune_s = time.perf_counter() - t
-        t = time.perf_counter()
-        exe = scan_relax.build(mod, target(), str(work))
-        vm = relax.VirtualMachine(exe, tvm.cpu())
-        p.compile_s = [time.perf_counter() - t]
     except Exception as e:
         p.note = "failed: " + brief(e)
         return
-    p.note = f"{args.trials} trials"
-    measure_vm(p, vm, case, want, args)
-    # The same schedules with each weight's repacking left in its kernel (build's
+    # Then the same schedules with each weight's repacking left in its kernel (build's
     # prepack=False): what packing the weights once at build time saves per call.
-    q = res.paths["tuned_repack"]
-    try:
-        t = time.perf_counter()
-        exe = scan_relax.build(mod, target(), str(work), prepack=False)
-        vm = relax.VirtualMachine(exe, tvm.cpu())
-        q.compile_s = [time.perf_counter() - t]
-    except Exception as e:
-        q.note = "failed: " + brief(e)
-        return
-    q.note = f"{args.trials} trials"
-    measure_vm(q, vm, case, want, args)
+    for key, prepack in (("tuned", True), ("tuned_repack", False)):
+        q = res.paths[key]
+        try:
+            t = time.perf_counter()
+            exe = scan_relax.build(mod, target(), str(work), prepack=prepack)
+            vm = relax.VirtualMachine(exe, tvm.cpu())
+            q.compile_s = [time.perf_counter() - t]
+        except Exception as e:
+            q.note = "failed: " + brief(e)
+            continue
+        q.note = f"{args.trials} trials"
+        measure_vm(q, vm, case, want, args)
 
 
 def bench_model(name: str, args: argparse.Namespace) -> ModelResult:

@@ -257,6 +257,16 @@ def test_out_of_range_refused_at_run_time(seq, batch, dim, declared, compiled):
         module.run(CASES["lstm-2layers-bi-proj"].inputs(seq, batch))
 
 
+def test_empty_sequence_refused_whatever_the_dim_allows(target):
+    """A Dim's minimum defaults to 0, but no RNN takes an empty sequence (PyTorch refuses
+    one; the final states would be read at row -1): the check's lower bound is 1."""
+    model = torch.nn.GRU(3, 4).eval()
+    ep = export(model, (torch.randn(5, 2, 3),), dynamic_shapes={"input": {0: Dim("seq", max=16)}})
+    vm = relax.VirtualMachine(tvm.compile(from_exported_program(ep), target=target), tvm.cpu())
+    with pytest.raises(AssertionError, match=r"= 0 is outside the range \[1, 16\]"):
+        vm["main"](tvm.runtime.tensor(np.zeros((0, 2, 3), "float32")))
+
+
 def test_export_keeps_rnn_whole_and_restores_torch():
     """The RNN is one scan_tir op (strict or not), the program still runs in PyTorch, and
     rnn.py's _VF is torch's again after the export, also when it fails."""

@@ -35,7 +35,7 @@ from ..transform.layout_free import lossy_repacks
 from ..transform.prepacked import elide_param_copies
 from ..tune.progress import log
 from ..tune.symbolic import apply_best
-from .tuning import _checked_sizes, prepare, representatives, saved_sizes, workload_func
+from .tuning import checked_sizes, prepare, representatives, saved_sizes, workload_func
 
 
 def build(
@@ -72,7 +72,7 @@ def scheduled(
         if sizes is None:
             sizes = saved_sizes(database)
         database = ms.database.JSONDatabase(work_dir=str(database))
-    sizes = _checked_sizes(fused, sizes)
+    sizes = checked_sizes(fused, sizes)
     untuned = fused
     with target, database:
         fused = relax.transform.MetaScheduleApplyDatabase()(fused)

@@ -98,7 +98,9 @@ def check_ranges(mod: tvm.IRModule, names: Mapping[str, str] | None = None) -> t
             if not isinstance(size, tirx.Var) or name in seen or name not in lower:
                 continue
             seen.add(name)
-            low, high = int(lower[name]), upper.get(name)
+            # No RNN takes an empty sequence or batch (PyTorch refuses one, and the final
+            # states would be read at row -1), whatever the Dim's own minimum.
+            low, high = max(int(lower[name]), 1), upper.get(name)
             declared = f"[{low}, {int(high)}]" if high is not None else f">= {low}"
             cond = size >= low if high is None else tirx.all(size >= low, size <= int(high))
             dim = f"'{names[name]}' (symbol {name})" if name in (names or {}) else name

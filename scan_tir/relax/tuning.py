@@ -197,7 +197,7 @@ def tune(
     evolutionary search's (small for tiny budgets).
     """
     given = {k: int(v) for k, v in (sizes or {}).items()}
-    sizes = _checked_sizes(mod, given)
+    sizes = checked_sizes(mod, given)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     # As given (Dim names where the user used them): a later export's symbols differ.
@@ -237,7 +237,7 @@ def tune(
     return ms.database.JSONDatabase(work_dir=str(work_dir))
 
 
-def _checked_sizes(mod: tvm.IRModule, sizes: Mapping[str, int] | None) -> dict[str, int]:
+def checked_sizes(mod: tvm.IRModule, sizes: Mapping[str, int] | None) -> dict[str, int]:
     """``sizes`` by the module's symbol names, all of them given; a size may be named by
     its ``torch.export.Dim`` name (``scan_tir.relax.export``) instead of its symbol."""
     names = symbolic_sizes(mod)
