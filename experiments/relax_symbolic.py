@@ -8,7 +8,8 @@ product kept, the outer loop covering any length) on the symbolic one. Both run 
 prepacked weights, what a deployment runs; the symbolic module is checked against numpy
 at every length first. Columns: microseconds per step (median over ``--repeats`` of
 ``time_evaluator``), and the symbolic module's ratio to the fixed-length kernel, measured
-side by side in one process, ``--runs`` times.
+side by side in one process (the fixed kernel timed again before each length), ``--runs``
+times.
 
 Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/relax_symbolic.py``.
 """
@@ -99,8 +100,8 @@ def main() -> None:
     )
     rows = []
     for run in range(1, args.runs + 1):
-        base = us_per_step(fixed_tuned, w.sizes["seq"], args.repeats)
-        for n in lengths:
+        for n in lengths:  # the two side by side, so that drift between rows cancels
+            base = us_per_step(fixed_tuned, w.sizes["seq"], args.repeats)
             t = us_per_step(symbolic, n, args.repeats)
             rows.append([str(run), str(n), fmt(base), fmt(t), fmt(t / base), f"{errors[n]:.1e}"])
     head = [

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tuning import quick_search, tune_records
-from tvm import te
+from tvm import s_tir, te
 from tvm.s_tir import meta_schedule as ms
 from tvm.topi.testing import lstm_python
 from util import assert_scans_kept, compile_func, run
@@ -88,7 +89,10 @@ def test_symbolic_lstm_with_its_hoisted_product_serves_all(target, tmp_path):
     )
     representative = scan_tir.specialize(func, {"seq": 48})
     db, _ = tune_records(representative, tmp_path, target, **quick_search())
-    lib = compile_func(scan_tir.apply_best(db, representative, func, target))
+    scheduled = scan_tir.apply_best(db, representative, func, target)
+    # The product's rows are padded to whole tiles (pad_rows): no tile of it is partial.
+    assert _predicated(scheduled, "Xi2h") == []
+    lib = compile_func(scheduled)
     for length in (1, 17, 300, 2048):
         values = [
             (RNG.standard_normal(shape) * 0.3).astype("float32")
@@ -98,6 +102,19 @@ def test_symbolic_lstm_with_its_hoisted_product_serves_all(target, tmp_path):
         got_h, got_c = run(lib, values, [(length, 1, hidden)] * 2)
         np.testing.assert_allclose(got_h, ref_h, rtol=1e-4, atol=2e-5)
         np.testing.assert_allclose(got_c, ref_c, rtol=1e-4, atol=2e-5)
+
+
+def _predicated(func: tvm.tirx.PrimFunc, prefix: str) -> list[str]:
+    """Blocks named ``prefix...`` whose realize carries a predicate."""
+    found: list[str] = []
+
+    def visit(realize: s_tir.SBlockRealize) -> None:
+        name = str(realize.block.name_hint)
+        if name.startswith(prefix) and not tvm.sym.Analyzer().can_prove(realize.predicate):
+            found.append(name)
+
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlockRealize, visit))
+    return found
 
 
 def test_apply_best_without_a_record_is_a_clear_error(target, tmp_path):

@@ -6,13 +6,15 @@ tuned at representative sizes (:func:`specialize`) and the best trace found is r
 the symbolic function (:func:`apply_best`). The time loop of a scan is never tiled, but
 loops outside it may be: the input product hoisted over seq x batch is tiled with factors
 of the representative length, which a symbolic extent does not have. :func:`replay_sized`
-keeps such a tiling's inner factors and lets the outer one cover the rest (a split with
-the remainder predicated), so the trace replays on every size; the replayed function is
+keeps such a tiling's inner factors and lets the outer one cover the rest, with the
+product's rows padded to whole tiles (``scan_tir.transform.pad_rows``) so that no tile
+carries a predicate, and the trace replays on every size; the replayed function is
 checked for the scan invariants before it is returned.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import tvm
@@ -26,6 +28,7 @@ from tvm.target import Target
 
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, scan_violations
+from ..transform.padded_rows import pad_rows
 
 _ARITH = (
     prim_expr.Add,
@@ -163,28 +166,77 @@ def replay_sized(trace: Trace, func: tirx.PrimFunc) -> tirx.PrimFunc:
     A ``SamplePerfectTile`` on a loop whose extent is symbolic in ``func`` is dropped and
     its splits take its decision's inner factors as constants and ``None`` outermost, so
     the tile shape tuned at the representative size is kept and the outer loop covers any
-    extent (TVM predicates the remainder). Such tiles are found by replaying: the decision
-    provider stops the replay at the first one, which is then fixed, until none is left.
+    extent. Such tiles are found by replaying: the decision provider stops the replay at
+    the first one, which is then fixed, until none is left. The blocks those loops drive
+    are then padded to a multiple of their tiles (:func:`~scan_tir.transform.pad_rows`,
+    where it applies), so that no tile is partial and none carries a predicate, and the
+    trace is replayed on the padded function.
     """
-    fixed: set[int] = set()
+    tiles: dict[int, tirx.Expr] = {}  # instruction index -> extent of the loop it tiled
     while True:
-        candidate, origin = _with_fixed_tiles(trace, fixed)
+        candidate, origin = _with_fixed_tiles(trace, set(tiles))
         sch = Schedule(tvm.IRModule({"main": func}))
         symbolic = _replay_until_symbolic_tile(candidate, sch)
         if symbolic is None:
-            return sch.mod["main"]
-        fixed.add(origin[symbolic])
+            break
+        index, extent = symbolic
+        tiles[origin[index]] = extent
+    multiples = _tile_multiples(trace, tiles)
+    if not multiples:
+        return sch.mod["main"]
+    sch = Schedule(tvm.IRModule({"main": pad_rows(func, multiples)}))
+    if _replay_until_symbolic_tile(candidate, sch) is not None:
+        raise ScanLoweringError(
+            "replay_sized: the padded function has a symbolic tile the unpadded one lacks"
+        )
+    return sch.mod["main"]
 
 
-def _replay_until_symbolic_tile(trace: Trace, sch: Schedule) -> int | None:
+def _tile_multiples(trace: Trace, tiles: dict[int, tirx.Expr]) -> list[tuple[tirx.Expr, int]]:
+    """For each symbolic extent tiled, the least multiple of every tile on it: the inner
+    factors of the tile, times the factors of the constant splits that made the tiled loop
+    (an extent ``ceildiv(E, c)``, as ``split`` leaves it, is E split by c)."""
+    multiples: list[tuple[tirx.Expr, int]] = []
+    analyzer = Analyzer()
+    for index, extent in tiles.items():
+        base, factor = _split_base(extent)
+        inner = math.prod(int(f) for f in trace.get_decision(trace.insts[index])[1:])
+        for k, (known, m) in enumerate(multiples):
+            if analyzer.can_prove_equal(known, base):
+                multiples[k] = (known, math.lcm(m, factor * inner))
+                break
+        else:
+            multiples.append((base, factor * inner))
+    return multiples
+
+
+def _split_base(extent: tirx.Expr) -> tuple[tirx.Expr, int]:
+    """``(E, c)`` for an extent ``(E + c - 1) // c`` (nested: c the product), else
+    ``(extent, 1)``."""
+    factor = 1
+    while (
+        isinstance(extent, prim_expr.FloorDiv)
+        and isinstance(extent.b, tirx.IntImm)
+        and isinstance(extent.a, prim_expr.Add)
+        and isinstance(extent.a.b, tirx.IntImm)
+        and int(extent.a.b) == int(extent.b) - 1
+    ):
+        factor *= int(extent.b)
+        extent = extent.a.a
+    return extent, factor
+
+
+def _replay_until_symbolic_tile(trace: Trace, sch: Schedule) -> tuple[int, tirx.Expr] | None:
     """Apply ``trace`` to ``sch``; stop at its first tile sampled on a loop of symbolic
-    extent and return that instruction's index, or None when the whole trace applied."""
-    found: list[int] = []
+    extent and return that instruction's index and the loop's extent, or None when the
+    whole trace applied."""
+    found: list[tuple[int, tirx.Expr]] = []
 
     def provider(inst: Instruction, inputs: list, _attrs: list, decision: object) -> object:
         loop = sch.get(inputs[0]) if inst.kind.name == "SamplePerfectTile" else None
         if loop is not None and not isinstance(loop.extent, tirx.IntImm):
-            found.append(next(i for i, x in enumerate(trace.insts) if x.same_as(inst)))
+            index = next(i for i, x in enumerate(trace.insts) if x.same_as(inst))
+            found.append((index, loop.extent))
             raise _SymbolicTile
         return decision
 
