@@ -12,8 +12,9 @@ $(BIN)/python:
 # The main job: a small tuning experiment. Tune topi.nn.lstm at configs A and B (32 trials
 # each; the default lowering options, i.e. the fast path: vectorisable activations and the
 # state copies made inside the step) with scan_tir.scan_space, then time it side by side
-# with the untuned module, PyTorch (eager and torch.compile), numpy and TVM's Relax path,
-# and print the table. (Other configs and full budgets: experiments/tune.py, see notes.md.)
+# with the untuned module, PyTorch (eager and torch.compile), onnxruntime, numpy and TVM's
+# Relax path, and print the table. (Other configs and full budgets: experiments/tune.py,
+# see notes.md.)
 main: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[benchmarks]"
 	rm -rf build/main-tuning

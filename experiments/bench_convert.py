@@ -8,8 +8,9 @@ One process measures, side by side, per config:
 * For the LSTM, TVM's Relax path, the only other way TVM 0.27 compiles one (experiments/
   bench/relax_baseline.py): its export, import, compile and VM load times, VM latency, and
   error against the reference and PyTorch.
-* Baselines for latency: the workload's numpy reference and PyTorch eager at 2 and 1
-  threads.
+* Baselines for latency: the workload's numpy reference, PyTorch eager at 2 and 1
+  threads, and onnxruntime's own RNN kernels at 2 and 1 intra-op threads on the same
+  PyTorch module exported to ONNX (``bench.onnx_baseline``; modules only).
 
 Compile times are wall times, median over repeats. Each path's compile time also counts its
 "load" (the first function lookup, or the Relax VM's construction), because TVM's llvm
@@ -34,6 +35,7 @@ import tvm
 from bench.build import build, fresh_tensors, param_names
 from bench.check import max_err, outputs_error
 from bench.database import config_list
+from bench.onnx_baseline import OrtTimes, measure_ort
 from bench.relax_baseline import has_relax_path, relax_build, relax_import
 from bench.report import fmt, header, markdown_table, start_run, write_json
 from bench.timing import evaluator_latency_ms, loop_latency_ms, median
@@ -58,6 +60,7 @@ class Result:
     numpy_ms: list[float] = field(default_factory=list)
     torch2_ms: list[float] = field(default_factory=list)
     torch1_ms: list[float] = field(default_factory=list)
+    ort: OrtTimes = field(default_factory=OrtTimes)
     relax_export_s: list[float] = field(default_factory=list)
     relax_import_s: list[float] = field(default_factory=list)
     relax_compile_s: list[float] = field(default_factory=list)
@@ -95,7 +98,8 @@ def warm_up(with_relax: bool) -> None:
 
 
 def bench_config(name: str, args: argparse.Namespace, with_torch: bool) -> Result:
-    """All measurements of one config, in a fixed order: scan-tir, numpy, PyTorch, Relax."""
+    """All measurements of one config, in a fixed order: scan-tir, numpy, PyTorch,
+    onnxruntime, Relax."""
     w = workloads.get(name)
     res = Result(name, w.name)
     inputs = w.input_arrays()
@@ -124,6 +128,9 @@ def bench_config(name: str, args: argparse.Namespace, with_torch: bool) -> Resul
         times = measure_torch(w, inputs, ref, args.latency_repeats, compile_too=False)
         res.torch2_ms, res.torch1_ms = times.eager2_ms, times.eager1_ms
         res.errors.update(times.errors)
+    log(f"{name}: onnxruntime latency (2 and 1 intra-op threads)")
+    res.ort = measure_ort(w, inputs, ref, args.latency_repeats)
+    res.errors.update(res.ort.errors)
 
     if not args.no_relax and has_relax_path(w):
         vm = None
@@ -169,6 +176,7 @@ def table(results: list[Result]) -> str:
         "scan-tir untuned ms",
         "numpy ms",
         "PyTorch eager ms (2 thr / 1 thr)",
+        "onnxruntime ms (2 thr / 1 thr)",
         "Relax ms",
         "scan-tir max err",
         "Relax max err",
@@ -178,6 +186,7 @@ def table(results: list[Result]) -> str:
         total = sums(r.scan_convert_s, r.scan_build_s, r.scan_load_s)
         relax_total = sums(r.relax_import_s, r.relax_compile_s, r.relax_load_s)
         relax_err = r.errors.get("Relax vs PyTorch", r.errors.get("Relax vs numpy (hs)"))
+        ort = f"{fmt(median(r.ort.ort2_ms))} / {fmt(median(r.ort.ort1_ms))}"
         rows.append(
             [
                 f"{r.config}: {r.workload}",
@@ -194,6 +203,7 @@ def table(results: list[Result]) -> str:
                 fmt(median(r.scan_ms)),
                 fmt(median(r.numpy_ms)),
                 f"{fmt(median(r.torch2_ms))} / {fmt(median(r.torch1_ms))}",
+                ort,
                 fmt(median(r.relax_ms)),
                 f"{r.errors['scan-tir vs numpy']:.1e}",
                 "-" if relax_err is None else f"{relax_err:.1e}",
@@ -253,9 +263,13 @@ def main(argv: list[str]) -> int:
         'included (its counterpart, building the TE graph, is not timed either). "Load" is '
         "the first function lookup / VM initialisation, where TVM's llvm module generates "
         "machine code. Inputs: the workload's own. Latency: TVM modules via time_evaluator, "
-        "numpy (the workload's reference) and PyTorch via a perf_counter loop; both report "
-        "the median per-call time over repeats."
+        "numpy (the workload's reference), PyTorch and onnxruntime (the PyTorch module "
+        "exported by torch.onnx.export, its ONNX RNN nodes run by onnxruntime's CPU kernels) "
+        "via a perf_counter loop; all report the median per-call time over repeats."
     )
+    for r in results:
+        if r.ort.skipped:
+            print(f"- {r.config}: no onnxruntime column: {r.ort.skipped}.")
     print()
     print("Max abs errors (every output where both exist; Relax and PyTorch give hs only):")
     for r in results:

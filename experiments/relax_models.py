@@ -26,7 +26,9 @@ tuning. Latency: median over ``--repeats`` (VMs by ``time_evaluator``, PyTorch a
 onnxruntime by a ``perf_counter`` loop; a VM whose one call takes over a second, single
 calls, ``--slow-repeats``). Every output is checked against PyTorch eager
 (max abs error); "vs fastest" is a path's latency over the fastest of eager, torch.compile
-and onnxruntime. One-time process costs are paid in an untimed warm-up on a tiny LSTM.
+and onnxruntime. Beside them, the model's compute bound (``bench.bound.model_bound``:
+every FLOP of its products at the peak GEMM rate the run measures). One-time process
+costs are paid in an untimed warm-up on a tiny LSTM.
 Both compilers that can take minutes (torch.compile, TVM's unrolled path) run in child
 processes (same seed, their own warm-up), each limited to ``--timeout`` seconds: "timed
 out" past it.
@@ -51,6 +53,7 @@ from typing import Any
 
 import numpy as np
 import tvm
+from bench.bound import ModelBound, model_bound, model_footnote
 from bench.build import target
 from bench.check import max_err
 from bench.cli import name_list
@@ -110,6 +113,7 @@ class ModelResult:
     name: str
     description: str
     paths: dict[str, PathResult] = field(default_factory=lambda: {k: PathResult() for k in PATHS})
+    bound: ModelBound | None = None
 
     def fastest(self) -> tuple[str, float]:
         """The fastest baseline that ran: (key, ms)."""
@@ -370,6 +374,9 @@ def bench_model(name: str, args: argparse.Namespace) -> ModelResult:
             res.paths[key].note = "skipped: the import from PyTorch failed"
     else:
         measure_tuned(case, res, want, mod, args)
+    log(f"{name}: compute bound (peak GEMM rate of this machine)")
+    seq, batch = case.input.shape[:2]
+    res.bound = model_bound(case.module, seq, batch)
     return res
 
 
@@ -411,9 +418,11 @@ def summary_row(res: ModelResult) -> list[str]:
 
     tuned = median(p["tuned"].run_ms) / best
     compile_s = [median(p[k].compile_s) for k in ("scan", "scan_onnx")]
+    bound = res.bound.ms if res.bound else math.nan
     return [
         res.name,
         f"{fmt(best)} ({PATHS[key]})" if key else "-",
+        f"{fmt(bound)} ({bound / best:.2f}x)",
         ratio("scan"),
         ratio("tuned"),
         " / ".join(fmt(c) for c in compile_s),
@@ -448,6 +457,7 @@ def report(results: list[ModelResult], args: argparse.Namespace, load: tuple, wa
     head = [
         "model",
         "fastest baseline ms",
+        "compute bound ms (vs fastest)",
         "scan-tir untuned ms (vs fastest)",
         "scan-tir tuned ms (vs fastest)",
         "scan-tir compile s (PyTorch / ONNX)",
@@ -477,7 +487,8 @@ def report(results: list[ModelResult], args: argparse.Namespace, load: tuple, wa
         "Relax paths (tuned: scan_tir.relax.build from the database + VM load), the first "
         "call for torch.compile (cold), session creation for onnxruntime; export s "
         "(torch.export, or torch.onnx.export for the ONNX paths) is not in it. torch.compile "
-        "and TVM's unrolled path ran in child processes (same seed, their own warm-up)."
+        "and TVM's unrolled path ran in child processes (same seed, their own warm-up). "
+        + model_footnote()
     )
     print(f"Load average (1, 5, 15 min) at end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
 

@@ -13,11 +13,15 @@ Per config this script
 2. measures side by side, in one process: the best tuned schedule two ways (weights prepacked
    once, and repacked inside every call: ``bench.prepack``), the untuned function, PyTorch
    eager at 2 and 1 threads (the module where PyTorch has one, a Python loop over steps
-   otherwise), ``torch.compile`` with ``allow_rnn`` where PyTorch has the module, the
-   workload's numpy reference, TVM's Relax path for the LSTM (``torch.export`` -> Relax ->
-   ``tvm.compile``, unrolled; opt-in at C and D), and the hardware bound;
+   otherwise), ``torch.compile`` with ``allow_rnn`` where PyTorch has the module,
+   onnxruntime's own RNN kernels at 2 and 1 intra-op threads on that module exported to
+   ONNX (``bench.onnx_baseline``; modules only), the workload's numpy reference, TVM's Relax
+   path for the LSTM (``torch.export`` -> Relax -> ``tvm.compile``, unrolled; opt-in at C
+   and D), and the hardware bound;
 3. checks every scan-tir module against the numpy reference on the workload's own inputs
    (fails above ``--tol``) and prints a Markdown table (``--json PATH`` for the raw numbers).
+   The tuned module is held against the fastest baseline of this run: PyTorch eager (2 or
+   1 threads), torch.compile or onnxruntime (2 or 1 threads).
 
 Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/tune.py --configs A,B
 --trials 32 --work-dir build/main-tuning`` (TVM_NUM_THREADS is set to 2 if unset).
@@ -46,6 +50,7 @@ from bench.database import (
     open_database,
     require_workload,
 )
+from bench.onnx_baseline import OrtTimes, measure_ort
 from bench.prepack import on_packed_weights
 from bench.relax_baseline import has_relax_path, relax_build, relax_import
 from bench.report import fmt, header, markdown_table, start_run, write_json
@@ -60,8 +65,9 @@ from scan_tir.workloads import Workload
 
 # Relax unrolls the LSTM over time: minutes of compile and 7-18 s per call at C and D.
 RELAX_OPT_IN = {"C", "D"}
-# The issues' targets: tuned (prepacked) / the fastest PyTorch column.
-TARGETS = {"A": 0.65, "B": 0.15, "C": 0.9, "D": 1.0, "E": 0.6, "A2": 0.7, "Abi": 0.7}
+# Issue 16's targets: tuned (prepacked) / the fastest of PyTorch eager (2 or 1 threads),
+# torch.compile and onnxruntime (2 or 1 threads), all measured in the same run.
+TARGETS = {"A": 0.65, "B": 0.25, "C": 0.6, "D": 0.95, "E": 0.6, "A2": 0.65, "Abi": 0.7}
 DEFAULT_WORK_ROOT = Path("experiments") / "results"  # run from the repo root, as documented
 
 
@@ -82,6 +88,7 @@ class Result:
     packed_shapes: dict[str, list[int]] = field(default_factory=dict)
     untuned_ms: list[float] = field(default_factory=list)
     torch: TorchTimes = field(default_factory=TorchTimes)
+    ort: OrtTimes = field(default_factory=OrtTimes)
     numpy_ms: list[float] = field(default_factory=list)
     relax_ms: list[float] = field(default_factory=list)
     relax_compile_s: float = math.nan
@@ -186,13 +193,19 @@ def measure_baselines(
     args: argparse.Namespace,
     with_torch: bool,
 ) -> None:
-    """numpy, PyTorch (eager 2 and 1 threads, torch.compile) and, unless skipped, Relax."""
+    """numpy, PyTorch (eager 2 and 1 threads, torch.compile), onnxruntime (2 and 1 threads)
+    and, unless skipped, Relax."""
     log(f"{res.config}: numpy latency")
     res.numpy_ms = loop_latency_ms(lambda: w.numpy(inputs), args.latency_repeats)
     if with_torch:
         log(f"{res.config}: PyTorch eager (2 and 1 threads) and torch.compile")
         res.torch = measure_torch(w, inputs, ref, args.latency_repeats, not args.no_compile)
         res.errors.update(res.torch.errors)
+    log(f"{res.config}: onnxruntime (2 and 1 intra-op threads)")
+    res.ort = measure_ort(w, inputs, ref, args.latency_repeats)
+    res.errors.update(res.ort.errors)
+    if res.ort.skipped:
+        log(f"{res.config}: onnxruntime skipped: {res.ort.skipped}")
     res.relax_skipped = relax_skip_reason(w, base, args, with_torch)
     if not res.relax_skipped:
         measure_relax(inputs, ref, res, args)
@@ -250,6 +263,32 @@ def scan_err(r: Result) -> float:
     return max(v for k, v in r.errors.items() if k.startswith(("tuned", "untuned")))
 
 
+def baselines_ms(r: Result) -> dict[str, float]:
+    """Median of each baseline the ratio is taken against, by name (NaN: did not run)."""
+    return {
+        "eager 2 thr": median(r.torch.eager2_ms),
+        "eager 1 thr": median(r.torch.eager1_ms),
+        "torch.compile": median(r.torch.compiled_ms),
+        "ORT 2 thr": median(r.ort.ort2_ms),
+        "ORT 1 thr": median(r.ort.ort1_ms),
+    }
+
+
+def ratio_cell(r: Result) -> str:
+    """Tuned (prepacked) over the fastest baseline that ran, naming it; "-" when none ran.
+    NaNs are dropped first: ``min`` over values that include a NaN depends on their order."""
+    ran = {k: v for k, v in baselines_ms(r).items() if not math.isnan(v)}
+    if not ran:
+        return "-"
+    fastest = min(ran, key=ran.__getitem__)
+    return f"{median(r.tuned_prepacked_ms) / ran[fastest]:.2f} (vs {fastest})"
+
+
+def pair(two: list[float], one: list[float]) -> str:
+    """A baseline's 2-thread and 1-thread medians in one cell."""
+    return f"{fmt(median(two))} / {fmt(median(one))}"
+
+
 def table(results: list[Result]) -> str:
     """One row per config, medians of the raw numbers."""
     head = [
@@ -261,18 +300,18 @@ def table(results: list[Result]) -> str:
         "untuned ms",
         "PyTorch eager ms (2 thr / 1 thr)",
         "torch.compile ms",
+        "onnxruntime ms (2 thr / 1 thr)",
         "numpy ms",
         "Relax ms",
-        "tuned prepacked / best PyTorch",
+        "tuned prepacked / fastest baseline [3]",
         "target",
         "bound ms [1]",
         "max err [2]",
     ]
     rows = []
     for r in results:
-        ratio = median(r.tuned_prepacked_ms) / r.torch.best_ms()
         base, _ = workloads.parse_config(r.config)
-        eager = f"{fmt(median(r.torch.eager2_ms))} / {fmt(median(r.torch.eager1_ms))}"
+        eager = pair(r.torch.eager2_ms, r.torch.eager1_ms)
         if r.relax_skipped == "no Relax path":
             relax = "-"
         elif r.relax_skipped:
@@ -289,9 +328,10 @@ def table(results: list[Result]) -> str:
                 fmt(median(r.untuned_ms)),
                 eager + (" (loop)" if r.torch.kind == "Python loop" else ""),
                 fmt(median(r.torch.compiled_ms)),
+                "-" if r.ort.skipped else pair(r.ort.ort2_ms, r.ort.ort1_ms),
                 fmt(median(r.numpy_ms)),
                 relax,
-                "-" if math.isnan(ratio) else f"{ratio:.2f}",
+                ratio_cell(r),
                 f"<= {TARGETS[base]}" if base in TARGETS else "report",
                 f"{fmt(r.bound.ms)} ({r.bound.kind})" if r.bound else "-",
                 f"{scan_err(r):.1e}",
@@ -307,18 +347,25 @@ def footnotes(results: list[Result], args: argparse.Namespace) -> list[str]:
         "[2] Max abs error over every output of every scan-tir module (tuned both ways, "
         "untuned) against the workload's numpy reference (tvm.topi.testing.lstm_python for "
         f"the LSTM); the run fails above --tol {args.tol:g}.",
+        "[3] Against the fastest of PyTorch eager (2 and 1 threads), torch.compile and "
+        "onnxruntime (2 and 1 intra-op threads), all measured in this process run; the "
+        "fastest is named in parentheses. The target is issue 16's, on the same ratio.",
         "Inputs: the workload's own (Workload.input_arrays(), seed 0), the same arrays for "
-        "every column. Latency: medians; TVM modules via time_evaluator, numpy and PyTorch "
-        "via a perf_counter loop (experiments/bench/timing.py). 'DB best' is the lowest mean "
-        "run_secs in the tuning records (measured by MetaSchedule's runner on prepacked "
-        "weights). 'Prepacked': the weights are packed once by the function that Relax's "
-        "SplitLayoutRewritePreproc splits off the tuned schedule, and the timed module is "
-        "scan_tir.prepacked(tuned) (what the tuner timed). 'Repack per call': the tuned "
-        "module as compiled, packing its weights at the start of every call. PyTorch: the "
-        "module where PyTorch has one, else a Python loop over steps ('(loop)'); "
+        "every column. Latency: medians; TVM modules via time_evaluator, numpy, PyTorch and "
+        "onnxruntime via a perf_counter loop (experiments/bench/timing.py). 'DB best' is the "
+        "lowest mean run_secs in the tuning records (measured by MetaSchedule's runner on "
+        "prepacked weights). 'Prepacked': the weights are packed once by the function that "
+        "Relax's SplitLayoutRewritePreproc splits off the tuned schedule, and the timed "
+        "module is scan_tir.prepacked(tuned) (what the tuner timed). 'Repack per call': the "
+        "tuned module as compiled, packing its weights at the start of every call. PyTorch: "
+        "the module where PyTorch has one, else a Python loop over steps ('(loop)'); "
         "torch.compile with torch._dynamo.config.allow_rnn = True at the faster thread "
-        "count, modules only. The ratio is against the fastest PyTorch column. numpy: the "
-        "workload's numpy reference.",
+        "count, modules only. onnxruntime: the same module (weights copied once, "
+        "Recurrence.torch_module) exported by torch.onnx.export(dynamo=False), one ONNX "
+        "LSTM/GRU/RNN node per layer (both directions in one node), run by onnxruntime's own "
+        "kernels on the CPU execution provider at intra_op_num_threads 2 and 1 "
+        "(inter_op_num_threads 1), modules only; '-' with the reason in the config's notes "
+        "where it cannot run. numpy: the workload's numpy reference.",
         "",
     ]
     for r in results:
@@ -331,6 +378,13 @@ def footnotes(results: list[Result], args: argparse.Namespace) -> list[str]:
             parts.append(f"one-off prepack {fmt(median(r.prepack_once_ms))} ms ({shapes})")
         if not math.isnan(r.relax_compile_s):
             parts.append(f"Relax import+compile+load {r.relax_compile_s:.1f} s")
+        if r.ort.skipped:
+            parts.append(f"onnxruntime: {r.ort.skipped}")
+        else:
+            parts.append(
+                f"ONNX export {r.ort.export_s:.2f} s, onnxruntime session "
+                f"{r.ort.session2_s:.3f} s (2 thr) / {r.ort.session1_s:.3f} s (1 thr)"
+            )
         if not math.isnan(r.torch.compile_s):
             parts.append(
                 f"torch.compile first call {r.torch.compile_s:.1f} s at "
@@ -345,7 +399,13 @@ def footnotes(results: list[Result], args: argparse.Namespace) -> list[str]:
 
 def report(results: list[Result], args: argparse.Namespace) -> int:
     """Print header, table and notes; return the exit status (1 on wrong numerics)."""
-    print(header(args.load_at_start, "; PyTorch set to 2 then 1 thread per column"))
+    print(
+        header(
+            args.load_at_start,
+            "; PyTorch set to 2 then 1 thread per column, onnxruntime intra_op_num_threads "
+            "2 then 1",
+        )
+    )
     print(
         f"Latency repeats {args.latency_repeats} (slow paths {args.slow_repeats}). Trials this "
         f"run: {'none (--replay)' if args.replay else args.trials} (builder timeout "

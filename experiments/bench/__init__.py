@@ -7,13 +7,13 @@ function two ways.
 - ``build``: the target, compiling a PrimFunc, arguments by parameter name.
 - ``prepack``: packing a tuned function's weights once, as a deployment does.
 - ``database``: finding, opening and summarising a config's tuning database.
-- ``torch_baselines`` and ``relax_baseline``: PyTorch eager and ``torch.compile``, and TVM's
-  own Relax path for the LSTM.
+- ``torch_baselines``, ``onnx_baseline`` and ``relax_baseline``: PyTorch eager and
+  ``torch.compile``, onnxruntime's own RNN kernels at a thread count (on a workload's module
+  or a model), and TVM's own Relax path for the LSTM.
 - ``models`` (the Relax benchmark's two models), ``frontends`` (export and the three
-  importers), ``onnx_baseline`` (onnxruntime's own RNN kernels at a thread count),
-  ``torch_module`` (eager and cold ``torch.compile`` of a module), ``limited`` (a call in a
-  child process with a time limit), ``cli`` (name lists on the command line): the model
-  benchmarks, ``relax_models.py`` and ``relax_import.py``.
+  importers), ``torch_module`` (eager and cold ``torch.compile`` of a module), ``limited`` (a
+  call in a child process with a time limit), ``cli`` (name lists on the command line): the
+  model benchmarks, ``relax_models.py`` and ``relax_import.py``.
 - ``bound``: the hardware bound (from ``experiments/machine.py``'s measured constants).
 - ``report``: formatting, JSON, threads and load average.
 

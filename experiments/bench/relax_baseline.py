@@ -15,7 +15,7 @@ import numpy as np
 import tvm
 
 from scan_tir.workloads import Workload
-from scan_tir.workloads.parts import load_weights
+from scan_tir.workloads.lstm import LSTM
 
 from .build import target
 
@@ -23,17 +23,6 @@ from .build import target
 def has_relax_path(w: Workload) -> bool:
     """Only topi's LSTM has a PyTorch module exported this way (``nn.LSTM``, one layer)."""
     return w.recurrence.name == "lstm"
-
-
-def lstm_module(inputs: Sequence[np.ndarray]) -> Any:
-    """An eval-mode ``nn.LSTM`` holding the workload's weights (same gate order, unchanged)."""
-    import torch
-
-    xs, wi, wh, bi, bh = inputs
-    m = torch.nn.LSTM(xs.shape[2], wh.shape[1]).eval()
-    names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
-    load_weights(m, dict(zip(names, (wi, wh, bi, bh))))
-    return m
 
 
 def relax_import(inputs: Sequence[np.ndarray]) -> tuple[float, float, tvm.IRModule]:
@@ -44,7 +33,7 @@ def relax_import(inputs: Sequence[np.ndarray]) -> tuple[float, float, tvm.IRModu
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 
-    m = lstm_module(inputs)
+    m = LSTM.torch_module(*inputs)
     x = torch.from_numpy(np.ascontiguousarray(inputs[0]))
     with warnings.catch_warnings():
         # torch.export warns that nn.LSTM's _flat_weights are plain attributes; harmless here.

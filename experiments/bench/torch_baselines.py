@@ -17,11 +17,6 @@ from scan_tir.workloads import Workload
 from .check import max_err
 from .timing import loop_latency_ms, median
 
-# Recurrences PyTorch has a module for (the others are timed as a Python loop over steps).
-# Only these get the torch.compile baseline: on a loop over 1024 steps dynamo would unroll
-# the loop (minutes of compile).
-TORCH_MODULES = {"lstm", "lstm_stacked", "bilstm", "gru", "rnn_tanh", "rnn_relu"}
-
 
 def torch_available() -> bool:
     """Whether PyTorch can be imported at all."""
@@ -44,10 +39,6 @@ class TorchTimes:
     compile_threads: int = 0
     errors: dict[str, float] = field(default_factory=dict)  # first output vs the reference
 
-    def best_ms(self) -> float:
-        """The fastest PyTorch column: what tuned functions are held against."""
-        return min(median(self.eager2_ms), median(self.eager1_ms), median(self.compiled_ms))
-
 
 def measure_torch(
     w: Workload,
@@ -59,11 +50,13 @@ def measure_torch(
     """PyTorch eager at 2 and 1 threads, then (where PyTorch has the module and
     ``compile_too``) ``torch.compile`` with ``allow_rnn`` at the faster thread count; every
     output checked against ``ref[0]``. Without ``allow_rnn`` dynamo graph-breaks on RNN
-    modules and compiles nothing."""
+    modules and compiles nothing. A recurrence without a module (``torch_module`` None) is
+    timed as its Python loop over steps, never compiled: dynamo would unroll a loop over
+    1024 steps (minutes of compile)."""
     import torch
 
     call = w.recurrence.torch_model(*inputs, **w.sizes)
-    module = w.recurrence.name in TORCH_MODULES
+    module = w.recurrence.torch_module is not None
     out = TorchTimes("module" if module else "Python loop")
     out.errors["PyTorch vs numpy"] = max_err(np.asarray(call()), ref[0])
     old = torch.get_num_threads()

@@ -38,6 +38,10 @@ class Recurrence:
     ``layout_free`` names the weights MetaSchedule may repack (see :func:`layout_free`).
     ``torch_model(*inputs, **sizes)`` returns a function of no arguments that runs PyTorch's
     forward pass with the weights already loaded, so that benchmarks time only the call.
+    Where PyTorch has the module (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``), ``torch_module(*inputs,
+    **sizes)`` returns it, weights loaded and in eval mode, to be called on the first input
+    (Xs): the one place its weights are copied, so that eager PyTorch, ``torch.compile`` and
+    an ONNX export of it run the same module; ``torch_model`` then calls it.
     """
 
     name: str
@@ -48,6 +52,7 @@ class Recurrence:
     numpy: Callable[..., Arrays]
     torch: Callable[..., Arrays] | None = None
     torch_model: Callable[..., Callable[[], object]] | None = None
+    torch_module: Callable[..., object] | None = None
     layout_free: tuple[str, ...] | Callable[..., tuple[str, ...]] = ()
 
     def __call__(self, options: LoweringOptions | None = None, **sizes: int) -> Workload:

@@ -11,14 +11,12 @@ hs (seq, batch, 2 hidden), forward hidden states in [..., :hidden], reverse in t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from tvm import te, topi
 from tvm.topi.testing import lstm_python
 
 from .base import Arrays, Recurrence
-from .parts import load_weights, module_call
+from .parts import load_weights, module_model
 
 WEIGHTS = ("Wi", "Wh", "Bi", "Bh")
 TORCH_NAMES = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
@@ -60,14 +58,17 @@ def numpy(xs, *weights, **_sizes: int) -> Arrays:
     return [np.concatenate((forward, backward[::-1]), axis=2)]
 
 
-def torch_model(xs, *weights, hidden: int, **_sizes: int) -> Callable[[], object]:
-    """``nn.LSTM(bidirectional=True)`` eager, weights loaded; the call computes hs."""
+def torch_module(xs, *weights, hidden: int, **_sizes: int) -> object:
+    """``nn.LSTM(bidirectional=True)`` holding these weights, in eval mode."""
     import torch as th
 
     m = th.nn.LSTM(xs.shape[2], hidden, bidirectional=True)
     names = [name + suffix for suffix in SUFFIXES for name in TORCH_NAMES]
     load_weights(m, dict(zip(names, weights)))
-    return module_call(m, xs)
+    return m.eval()
+
+
+torch_model = module_model(torch_module)
 
 
 def torch(xs, *weights, hidden: int, **_sizes: int) -> Arrays:
@@ -84,5 +85,6 @@ BILSTM = Recurrence(
     numpy=numpy,
     torch=torch,
     torch_model=torch_model,
+    torch_module=torch_module,
     layout_free=("Wi", "Wh", "Wi_reverse", "Wh_reverse"),
 )

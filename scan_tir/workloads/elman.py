@@ -19,7 +19,7 @@ from .parts import (
     drop_init,
     input_projection,
     load_weights,
-    module_call,
+    module_model,
     recurrent_projection,
     rnn_inputs,
 )
@@ -74,22 +74,20 @@ def _numpy(nonlinearity: str) -> Callable[..., Arrays]:
     return numpy
 
 
-def _torch_model(nonlinearity: str) -> Callable[..., Callable[[], object]]:
-    def torch_model(xs, wi, wh, bi, bh, **_sizes: int) -> Callable[[], object]:
-        """``nn.RNN`` eager, weights loaded; the returned call computes hs."""
+def _torch_module(nonlinearity: str) -> Callable[..., object]:
+    def torch_module(xs, wi, wh, bi, bh, **_sizes: int) -> object:
+        """``nn.RNN`` holding these weights, in eval mode."""
         import torch as th
 
         m = th.nn.RNN(xs.shape[2], wh.shape[0], nonlinearity=nonlinearity)
         weights = {"weight_ih_l0": wi, "weight_hh_l0": wh, "bias_ih_l0": bi, "bias_hh_l0": bh}
         load_weights(m, weights)
-        return module_call(m, xs)
+        return m.eval()
 
-    return torch_model
+    return torch_module
 
 
-def _torch(nonlinearity: str) -> Callable[..., Arrays]:
-    torch_model = _torch_model(nonlinearity)
-
+def _torch(torch_model: Callable[..., Callable[[], object]]) -> Callable[..., Arrays]:
     def torch(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
         """``nn.RNN``'s output with these weights: every step's hidden state."""
         return [torch_model(xs, wi, wh, bi, bh)().numpy()]
@@ -98,6 +96,8 @@ def _torch(nonlinearity: str) -> Callable[..., Arrays]:
 
 
 def _recurrence(nonlinearity: str) -> Recurrence:
+    torch_module = _torch_module(nonlinearity)
+    torch_model = module_model(torch_module)
     return Recurrence(
         name=f"rnn_{nonlinearity}",
         summary=f"nn.RNN(nonlinearity='{nonlinearity}'), input projection hoisted: output hs",
@@ -105,8 +105,9 @@ def _recurrence(nonlinearity: str) -> Recurrence:
         build=_build(nonlinearity),
         inputs=inputs,
         numpy=_numpy(nonlinearity),
-        torch=_torch(nonlinearity),
-        torch_model=_torch_model(nonlinearity),
+        torch=_torch(torch_model),
+        torch_model=torch_model,
+        torch_module=torch_module,
         layout_free=("Wi", "Wh"),
     )
 

@@ -9,8 +9,6 @@ scan: only Wh's product is recurrent. Xs (seq, batch, input) -> hs (seq, batch, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from tvm import te
 
@@ -20,7 +18,7 @@ from .parts import (
     drop_init,
     input_projection,
     load_weights,
-    module_call,
+    module_model,
     recurrent_projection,
     rnn_inputs,
     sigmoid,
@@ -82,13 +80,16 @@ def numpy(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
     return [np.stack(hs)]
 
 
-def torch_model(xs, wi, wh, bi, bh, **_sizes: int) -> Callable[[], object]:
-    """``nn.GRU`` eager, weights loaded; the returned call computes hs."""
+def torch_module(xs, wi, wh, bi, bh, **_sizes: int) -> object:
+    """``nn.GRU`` holding these weights, in eval mode."""
     import torch as th
 
     m = th.nn.GRU(xs.shape[2], wh.shape[1])
     load_weights(m, {"weight_ih_l0": wi, "weight_hh_l0": wh, "bias_ih_l0": bi, "bias_hh_l0": bh})
-    return module_call(m, xs)
+    return m.eval()
+
+
+torch_model = module_model(torch_module)
 
 
 def torch(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
@@ -105,5 +106,6 @@ GRU = Recurrence(
     numpy=numpy,
     torch=torch,
     torch_model=torch_model,
+    torch_module=torch_module,
     layout_free=("Wi", "Wh"),
 )

@@ -12,7 +12,7 @@ from tvm import te, topi
 from tvm.topi.testing import lstm_python
 
 from .base import Arrays, Recurrence
-from .parts import load_weights, module_call, rnn_inputs
+from .parts import load_weights, module_model, rnn_inputs
 
 
 def build(seq: int, batch: int, input: int, hidden: int) -> list[te.Tensor]:
@@ -39,13 +39,16 @@ def _weights(suffix: str, wi, wh, bi, bh) -> dict[str, np.ndarray]:
     return {name + suffix: a for name, a in zip(names, (wi, wh, bi, bh))}
 
 
-def torch_model(xs, wi, wh, bi, bh, **_sizes: int):
-    """``nn.LSTM`` eager, weights loaded; the returned call computes hs."""
+def torch_module(xs, wi, wh, bi, bh, **_sizes: int) -> object:
+    """``nn.LSTM`` holding these weights, in eval mode."""
     import torch as th
 
     m = th.nn.LSTM(xs.shape[2], wh.shape[1])
     load_weights(m, _weights("_l0", wi, wh, bi, bh))
-    return module_call(m, xs)
+    return m.eval()
+
+
+torch_model = module_model(torch_module)
 
 
 def torch(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
@@ -76,5 +79,6 @@ LSTM = Recurrence(
     numpy=numpy,
     torch=torch,
     torch_model=torch_model,
+    torch_module=torch_module,
     layout_free=("Wi", "Wh"),
 )

@@ -95,3 +95,14 @@ def module_call(module, xs: np.ndarray) -> Callable[[], object]:
             return module(x)[0]
 
     return call
+
+
+def module_model(torch_module: Callable[..., object]) -> Callable[..., Callable[[], object]]:
+    """The ``torch_model`` of a recurrence PyTorch has a module for: the module that
+    ``torch_module`` builds, called on Xs (the first input), so that the weights are copied
+    in one place only."""
+
+    def torch_model(xs, *weights, **sizes: int) -> Callable[[], object]:
+        return module_call(torch_module(xs, *weights, **sizes), xs)
+
+    return torch_model

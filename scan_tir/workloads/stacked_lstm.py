@@ -12,14 +12,12 @@ the last step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 from tvm import te, tirx, topi
 from tvm.topi.testing import lstm_python
 
 from .base import Arrays, Recurrence
-from .parts import load_weights, module_call
+from .parts import load_weights, module_model
 
 WEIGHTS = ("Wi", "Wh", "Bi", "Bh")
 TORCH_NAMES = ("weight_ih_l", "weight_hh_l", "bias_ih_l", "bias_hh_l")
@@ -85,8 +83,8 @@ def numpy(xs, *weights, **_sizes: int) -> Arrays:
     return [xs, np.stack(h_n), np.stack(c_n)]
 
 
-def _module(xs, weights, hidden: int, layers: int):
-    """``nn.LSTM(num_layers=layers)`` holding these weights."""
+def torch_module(xs, *weights, hidden: int, layers: int, **_sizes: int) -> object:
+    """``nn.LSTM(num_layers=layers)`` holding these weights, in eval mode."""
     import torch as th
 
     m = th.nn.LSTM(xs.shape[2], hidden, num_layers=layers)
@@ -95,16 +93,14 @@ def _module(xs, weights, hidden: int, layers: int):
     return m.eval()
 
 
-def torch_model(xs, *weights, hidden: int, layers: int, **_sizes: int) -> Callable[[], object]:
-    """``nn.LSTM(num_layers=layers)`` eager, weights loaded; the returned call computes hs."""
-    return module_call(_module(xs, weights, hidden, layers), xs)
+torch_model = module_model(torch_module)
 
 
 def torch(xs, *weights, hidden: int, layers: int, **_sizes: int) -> Arrays:
     """``nn.LSTM(num_layers=layers)`` with these weights: output, h_n, c_n."""
     import torch as th
 
-    m = _module(xs, weights, hidden, layers)
+    m = torch_module(xs, *weights, hidden=hidden, layers=layers)
     with th.no_grad():
         out, (h_n, c_n) = m(th.from_numpy(np.asarray(xs, "float32")))
     return [out.numpy(), h_n.numpy(), c_n.numpy()]
@@ -119,5 +115,6 @@ LSTM_STACKED = Recurrence(
     numpy=numpy,
     torch=torch,
     torch_model=torch_model,
+    torch_module=torch_module,
     layout_free=layout_free_weights,
 )
