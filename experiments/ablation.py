@@ -13,7 +13,14 @@ on the same tiles, not through a new search:
   under the block's tiles, as ``meta_rules.RegisterTiling`` does outside scans), for the
   LSTM;
 - "copies in step", and with the bias fused: the record replayed on the function lowered
-  with ``copies_in_step`` (``LoweringOptions``), for a database tuned without it.
+  with ``copies_in_step`` (``LoweringOptions``), for a database tuned without it;
+- "persistent step": every nest of each step shared out over the threads and the time
+  loop run inside one thread-pool launch, a barrier after each nest
+  (``postprocs.persistent_step.make_persistent``, built through ``scan_tir.transform.
+  PIPELINE``); "every nest forked": the same nests, each its own fork/join, as TVM's
+  pipeline builds them, so that the launch and barriers are measured apart from the
+  sharing out of nests that ran serially. A record tuned persistent is "as tuned" in the
+  first and unmarked in the second.
 
 A variant that does not apply (its option already on, a block it needs missing, a trace that
 does not replay) is listed with the reason. Every variant runs on the workload's own inputs,
@@ -45,8 +52,9 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
 import scan_tir
+from postprocs.persistent_step import make_persistent
 from scan_tir import workloads
-from scan_tir.lower.vocabulary import free_loops
+from scan_tir.lower.vocabulary import PERSISTENT, free_loops, step_blocks
 from scan_tir.tune import log
 from scan_tir.workloads import Workload
 
@@ -74,6 +82,20 @@ def replay(trace: tvm.s_tir.Trace, mod: tvm.IRModule, bias: bool) -> tvm.tirx.Pr
     return sch.mod["main"]
 
 
+def share_out_steps(func: tvm.tirx.PrimFunc, launch: bool) -> tvm.tirx.PrimFunc | str:
+    """``func`` with every step's nests parallel, its time loops persistent if ``launch``,
+    or why a step cannot be."""
+    sch = Schedule(tvm.IRModule({"main": func}))
+    for step, scan in step_blocks(sch):
+        if PERSISTENT not in scan.loop.annotations:
+            why = make_persistent(sch, step, int(target().attrs["num-cores"]))
+            if why:
+                return f"scan '{scan.name}': {why}"
+        if not launch:
+            sch.unannotate(sch.get_loops(step)[-1], PERSISTENT)
+    return sch.mod["main"]
+
+
 def copy_elided(tuned: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     return scan_tir.prepacked(tvm.IRModule({"main": tuned}))["main"]
 
@@ -93,6 +115,8 @@ class Variant:
     bias: bool = False
     read: Callable[[tvm.tirx.PrimFunc], tvm.tirx.PrimFunc] = copy_elided
     fast_math: bool = False
+    #: None: the steps as tuned; True: persistent; False: every nest its own fork/join.
+    launch: bool | None = None
 
     def skip_reason(self, w: Workload) -> str:
         """Why the variant does not apply to ``w``'s database, or ""."""
@@ -113,6 +137,8 @@ VARIANTS = (
     Variant("bias fused", bias=True),
     Variant("copies in step", in_step=True),
     Variant("bias fused, copies in step", in_step=True, bias=True),
+    Variant("every nest forked", launch=False),
+    Variant("persistent step", launch=True),
 )
 
 
@@ -145,6 +171,10 @@ def build_variant(
     compute = v.read(tuned)
     if v.fast_math:
         compute = scan_tir.fast_math(compute)
+    if v.launch is not None:
+        compute = share_out_steps(compute, v.launch)
+        if isinstance(compute, str):
+            return Run(v.label, compute)
     checked = build_checked(compute, param_names(base), tensors, ref)
     return Run(v.label, checked=checked)
 

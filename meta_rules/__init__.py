@@ -6,8 +6,9 @@ rules that tile and inline, the ordinary blocks inside scan steps, but never a s
 structure (the root's parallel/vector/unroll rule also offers a serial root, through
 :class:`Alternatives`); plus the rules for what stock MetaSchedule cannot do inside a step:
 :class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
-stock rule makes only at the root) and :class:`CacheStepWeights` (recurrent weights packed
-once per call, not per step). Dense blocks are tiled by MultiLevelTiling
+stock rule makes only at the root), :class:`PersistentStep` (the whole time loop in one
+thread-pool launch, a barrier per nest) and :class:`CacheStepWeights` (recurrent weights
+packed once per call, not per step). Dense blocks are tiled by MultiLevelTiling
 or :class:`RegisterTiling` (a register block of the CPU's size), the latter alone on
 matrix-matrix products (:class:`Preferred`). The gate math is also fused into the recurrent
 product's tiles by a postproc (postprocs.FuseStepEpilogue), where TVM's region solver
@@ -32,6 +33,7 @@ from tvm.target import Target
 from scan_tir.lower.vocabulary import Role
 
 from .alternatives import Alternatives
+from .persistent_step import PersistentStep
 from .preferred import Preferred
 from .register_tiling import RegisterTiling
 from .scoped import Scoped
@@ -80,7 +82,11 @@ def scan_rules(target: Target, step_rules: Sequence[ScheduleRule] = ()) -> list[
         )
     # The step's decisions come first: a Python rule that annotates a block after
     # MultiLevelTiling has forked the schedule corrupts the heap in TVM 0.27 (notes.md).
-    rules: list[ScheduleRule] = [ParallelizeVectorizeUnrollStep(), CacheStepWeights()]
+    rules: list[ScheduleRule] = [
+        ParallelizeVectorizeUnrollStep(),
+        PersistentStep(),
+        CacheStepWeights(),
+    ]
     rules.extend(step_rules)
     for rule in ScheduleRule.create("llvm"):
         roles = {Role.OUTSIDE}
@@ -103,6 +109,7 @@ __all__ = [
     "CacheStepWeights",
     "KeepStepInputs",
     "ParallelizeVectorizeUnrollStep",
+    "PersistentStep",
     "Preferred",
     "RegisterTiling",
     "Scoped",

@@ -2,7 +2,8 @@
 
 ``scan_postprocs(target)`` is MetaSchedule's llvm list with DisallowDynamicLoop replaced by
 :class:`DisallowDynamicLoopOutsideScans`, :class:`FuseStepEpilogue` and
-:class:`RewriteStepParallelVectorizeUnroll` carrying out the decisions inside steps, and
+:class:`RewriteStepParallelVectorizeUnroll` carrying out the decisions inside steps,
+:class:`RewritePersistentStep` once the step's nests are final, and
 :class:`VerifyScanStructure` last, so that it checks the program as it will be built.
 """
 
@@ -17,6 +18,7 @@ from tvm.s_tir.meta_schedule.postproc import (
 from tvm.target import Target
 
 from .dynamic_loop import DisallowDynamicLoopOutsideScans
+from .persistent_step import RewritePersistentStep
 from .step_fusion import FuseStepEpilogue
 from .step_parallel import RewriteStepParallelVectorizeUnroll
 from .verify_scan import VerifyScanStructure
@@ -35,6 +37,7 @@ def scan_postprocs(target: Target) -> list[Postproc]:
         RewriteStepParallelVectorizeUnroll(),
         RewriteReductionBlock(),
         RewriteLayout(),
+        RewritePersistentStep(),
         VerifyScanStructure(),
     ]
 
@@ -42,6 +45,7 @@ def scan_postprocs(target: Target) -> list[Postproc]:
 __all__ = [
     "DisallowDynamicLoopOutsideScans",
     "FuseStepEpilogue",
+    "RewritePersistentStep",
     "RewriteStepParallelVectorizeUnroll",
     "VerifyScanStructure",
     "scan_postprocs",

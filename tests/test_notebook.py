@@ -52,7 +52,7 @@ def test_relax_notebook_runs(tmp_path, monkeypatch):
     """The PyTorch-model notebook, export to inspection, with a tiny budget: its own asserts
     check the tuned module against PyTorch (and onnxruntime) at four lengths."""
     env = {
-        "SCAN_TIR_NB_TRIALS": "16",
+        "SCAN_TIR_NB_TRIALS": "8",
         "SCAN_TIR_NB_POPULATION": "16",
         "SCAN_TIR_NB_WORK": str(tmp_path / "work"),
     }

@@ -24,7 +24,7 @@ RNG = np.random.default_rng(11)
 def test_tuned_lstm_records_replay_correct(target, tmp_path):
     seq, inp, hidden = 1024, 8, 16
     func = scan_tir.layout_free(scan_tir.create_prim_func(lstm(seq, inp, hidden)), ["Wi", "Wh"])
-    _, records = tune_records(func, tmp_path, target)
+    _, records = tune_records(func, tmp_path, target, **quick_search())
     values = [
         (RNG.standard_normal(shape) * 0.3).astype("float32")
         for shape in [(seq, 1, inp), (4 * hidden, inp), (4 * hidden, hidden)]
@@ -47,7 +47,7 @@ def test_symbolic_gru_tuned_at_one_length_serves_all(target, tmp_path):
     seq = te.var("seq")
     func = scan_tir.create_prim_func(gru(seq, 0, hidden, copy_out=False, project_input=False))
     representative = scan_tir.specialize(func, {"seq": 64})
-    db, records = tune_records(representative, tmp_path, target)
+    db, records = tune_records(representative, tmp_path, target, **quick_search())
     wh = (RNG.standard_normal((3 * hidden, hidden)) * 0.3).astype("float32")
     bh = (RNG.standard_normal(3 * hidden) * 0.1).astype("float32")
 

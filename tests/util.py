@@ -16,6 +16,7 @@ from tvm import s_tir, tirx
 import scan_tir
 from scan_tir import LoweringOptions
 from scan_tir.lower.vocabulary import expected_scans
+from scan_tir.transform import PIPELINE
 from scan_tir.workloads.base import WORKLOAD_ATTR
 
 #: The test database: 4 records of ``lstm(seq=8, batch=1, input=4, hidden=8)`` lowered with
@@ -34,7 +35,7 @@ RTOL, ATOL = 1e-4, 1e-5
 
 def compile_func(func: tirx.PrimFunc) -> tvm.runtime.Module:
     assert s_tir.analysis.verify_well_formed(func)
-    return tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    return tvm.compile(tvm.IRModule({"main": func}), target="llvm", tir_pipeline=PIPELINE)
 
 
 def lower_and_build(

@@ -9,6 +9,7 @@ import numpy as np
 import tvm
 from tvm import tirx
 
+from scan_tir.transform.persistent_launch import PIPELINE
 from scan_tir.tune import default_target
 
 
@@ -21,7 +22,7 @@ def target() -> tvm.target.Target:
 def build(func: tirx.PrimFunc) -> tvm.runtime.Module:
     """Compile one PrimFunc as ``main`` (whatever its global_symbol) and load it."""
     func = func.with_attr("global_symbol", "main")
-    return tvm.compile(tvm.IRModule({"main": func}), target=target()).jit()
+    return tvm.compile(tvm.IRModule({"main": func}), target=target(), tir_pipeline=PIPELINE).jit()
 
 
 def param_shape(param: tirx.Var) -> tuple[int, ...]:

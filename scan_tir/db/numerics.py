@@ -16,6 +16,7 @@ import tvm
 from tvm import tirx
 from tvm.target import Target
 
+from ..transform.persistent_launch import PIPELINE
 from .records import TuningDB
 
 
@@ -52,7 +53,7 @@ def case(db: TuningDB, workload: int, target: Target, seed: int = 0) -> Case:
 
 
 def build(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Module:
-    return tvm.compile(tvm.IRModule({"main": func}), target=target).jit()
+    return tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline=PIPELINE).jit()
 
 
 def call(lib: tvm.runtime.Module, args: list[np.ndarray]) -> list[np.ndarray]:

@@ -36,6 +36,14 @@ SCAN_INIT = "scan_tir.scan_init"
 STEP_PARALLEL = "scan_tir.step_parallel"
 STEP_VECTORIZE = "scan_tir.step_vectorize"
 STEP_UNROLL = "meta_schedule.unroll_explicit"
+#: Whether the step runs persistently (1) or forks the thread pool per parallel nest (0):
+#: sampled by ``meta_rules.PersistentStep`` on the step block; carried out by
+#: ``postprocs.RewritePersistentStep``, which makes every nest of the step a parallel loop
+#: and then marks the time loop with :data:`PERSISTENT`, the one annotation a time loop may
+#: carry. The build (``scan_tir.transform.persistent_launch``) runs a marked loop inside
+#: one thread-pool launch with a barrier after each nest.
+STEP_PERSISTENT = "scan_tir.step_persistent"
+PERSISTENT = "scan_tir.persistent"
 
 #: ``IterVar.iter_type`` values: data-parallel, and ordered (``T.axis.scan``).
 DATA_PAR = 0
@@ -205,9 +213,12 @@ def nested_prefix(sch: Schedule, loops: list[LoopRV], flags: list[bool]) -> list
 # What every schedule of a function with scans must keep. Against the function before
 # scheduling, each scan must still have:
 #
-# - its time loop: serial, no annotation or thread binding, from 0 over the whole range
+# - its time loop: serial, no thread binding, no annotation but :data:`PERSISTENT`, from 0
+#   over the whole range
 #   (not split, not fused, not reordered), directly binding the step block;
 # - its step block, with its ordered iterator bound to exactly that loop's variable;
+# - if persistent, a step whose every nest is a parallel loop (the build puts a barrier
+#   after each, so a serial nest would run on every thread and be followed by none);
 # - every block that was inside the step, unless scheduled away (inlined), still inside it;
 # - and the whole function well-formed S-TIR: a primitive that mis-derives a block's
 #   regions (TVM 0.27's compute_inline across a step, meta_rules/step_inputs.py) yields a
@@ -246,17 +257,34 @@ def _loop_violation(scan: ScanNest, want: Expected) -> str | None:
     loop, step = scan.loop, scan.step
     if loop.kind != tirx.ForKind.SERIAL or loop.thread_binding is not None:
         return f"time loop of scan '{scan.name}' is {loop.kind}, not serial"
-    if loop.annotations:
+    if set(loop.annotations) - {PERSISTENT}:
         return f"time loop of scan '{scan.name}' is annotated {dict(loop.annotations)}"
     if not (isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0):
         return f"time loop of scan '{scan.name}' starts at {loop.min}"
     if not tvm_ffi.structural_equal(loop.extent, want.extent):
         return f"time loop of scan '{scan.name}' runs {loop.extent} steps, not {want.extent}"
+    if PERSISTENT in loop.annotations:
+        serial = [i for i, n in enumerate(step_nests(step)) if not is_parallel_loop(n)]
+        if serial:
+            return (
+                f"persistent scan '{scan.name}': nests {serial} of its step are not parallel "
+                "loops, so no barrier would follow them"
+            )
     (iv,) = step.iter_vars
     realize = loop.body
     if iv.iter_type != ORDERED or not realize.iter_values[0].same_as(loop.loop_var):
         return f"step block of scan '{scan.name}' is no longer bound to its time loop in order"
     return None
+
+
+def is_parallel_loop(stmt: tirx.Stmt) -> bool:
+    return isinstance(stmt, tirx.For) and stmt.kind == tirx.ForKind.PARALLEL
+
+
+def step_nests(step: s_tir.SBlock) -> list[tirx.Stmt]:
+    """The statements of a step block's body, in order: its loop nests."""
+    body = step.body
+    return list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
 
 
 def scan_violations(func: tirx.PrimFunc, expected: list[Expected]) -> list[str]:

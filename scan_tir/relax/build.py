@@ -32,6 +32,7 @@ from tvm.target import Target
 
 from ..errors import ScanLoweringError
 from ..transform.layout_free import lossy_repacks
+from ..transform.persistent_launch import PIPELINE
 from ..transform.prepacked import elide_param_copies
 from ..tune.progress import log
 from ..tune.symbolic import apply_best
@@ -57,7 +58,9 @@ def build(
     fused = prepare(mod, target)
     if database is not None:
         fused = scheduled(fused, target, database, sizes)
-    return tvm.compile(prepacked_weights(fused) if prepack else fused, target=target)
+    return tvm.compile(
+        prepacked_weights(fused) if prepack else fused, target=target, tir_pipeline=PIPELINE
+    )
 
 
 def scheduled(

@@ -2,13 +2,23 @@
 
 ``layout_free`` (weights MetaSchedule may repack), ``prepacked`` (a tuned function run
 on weights packed ahead of time) and ``pad_rows`` (a product hoisted out of a scan
-computed over whole tiles at a symbolic length). Fast math, which the converter applies
+computed over whole tiles at a symbolic length), and ``PersistentLaunch`` with the TIR
+pipeline ``PIPELINE`` every scan-tir build uses (a time loop run inside one thread-pool
+launch, a barrier per nest). Fast math, which the converter applies
 as one of its options, lives in ``scan_tir.lower``, so that ``lower`` never imports
 ``transform``.
 """
 
 from .layout_free import layout_free
 from .padded_rows import pad_rows
+from .persistent_launch import PIPELINE, PersistentLaunch
 from .prepacked import elide_param_copies, prepacked
 
-__all__ = ["elide_param_copies", "layout_free", "pad_rows", "prepacked"]
+__all__ = [
+    "PIPELINE",
+    "PersistentLaunch",
+    "elide_param_copies",
+    "layout_free",
+    "pad_rows",
+    "prepacked",
+]

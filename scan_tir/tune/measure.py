@@ -13,6 +13,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.target import Target
 
+from ..transform.persistent_launch import PIPELINE
 from ..transform.prepacked import prepacked
 
 
@@ -32,7 +33,7 @@ def build_candidate(mod: tvm.IRModule, target: Target, _params: object) -> tvm.r
     """
     from tvm.driver import build as tvm_build
 
-    return tvm_build(prepacked(mod), target=target)
+    return tvm_build(prepacked(mod), target=target, pipeline=PIPELINE)
 
 
 #: Half-width of the uniform distribution the local runner fills inputs from.

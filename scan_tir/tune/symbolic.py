@@ -29,6 +29,7 @@ from tvm.target import Target
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, scan_violations
 from ..transform.padded_rows import pad_rows
+from ..transform.persistent_launch import PIPELINE
 
 _ARITH = (
     prim_expr.Add,
@@ -136,7 +137,9 @@ def apply_best(
             continue
         try:
             tvm.compile(
-                tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}), target=target
+                tvm.IRModule({"main": scheduled.with_attr("global_symbol", "main")}),
+                target=target,
+                tir_pipeline=PIPELINE,
             )
         except Exception as err:  # TVM's codegen
             failures.append(f"#{rank}: build: {_last_line(err)}")
