@@ -6,8 +6,8 @@ database tuned for it: ``compile_tir`` then finds no record, and the tables in n
 no longer be replayed. Each database under ``experiments/results`` holds functions tagged
 with their workload and lowering options (``scan_tir.workloads.workload_of``); this rebuilds
 each from its tag alone and asks the database for it, and checks that the directory's name
-says the same config and options (``parse_config``; for these committed directories a name
-without suffixes means every option off, the converter of the time).
+says the same config and options (``parse_config``: a name without suffixes means the
+default options, as ``experiments/tune.py`` names a work dir).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pytest
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from scan_tir import LoweringOptions
 from scan_tir.workloads import get, parse_config, workload_of
 
 RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
@@ -48,7 +47,7 @@ def test_database_matches_its_tag_and_its_name(work_dir: Path):
     for func in stored:
         workload = workload_of(func)
         assert workload is not None, f"{work_dir}: an untagged function"
-        assert workload == get(base, named or LoweringOptions.legacy()), (
+        assert workload == get(base, named), (
             f"{work_dir}: tagged {workload.name}"
         )
         rebuilt = tvm.IRModule({"main": workload.prim_func()})
