@@ -60,7 +60,7 @@ def model() -> tuple[torch.nn.Module, torch.Tensor, tvm.IRModule]:
 def tuned(model, target, tmp_path_factory):
     """A work dir with a few records of every kernel."""
     work_dir = tmp_path_factory.mktemp("relax-tune")
-    tune(model[2], target, work_dir, 12, num_trials_per_iter=4, population=16)
+    tune(model[2], target, work_dir, 20, num_trials_per_iter=4, population=16)
     return work_dir
 
 
@@ -118,7 +118,7 @@ def test_tuned_kernels_scheduled_and_weights_packed_once(model, target, tuned):
 def test_tune_resumes(model, target, tuned):
     """A second run with the budget already met measures nothing."""
     before = (tuned / "database_tuning_record.json").read_text()
-    tune(model[2], target, tuned, 12, population=16)
+    tune(model[2], target, tuned, 20, population=16)
     assert (tuned / "database_tuning_record.json").read_text() == before
 
 
