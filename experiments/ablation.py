@@ -16,7 +16,7 @@ on the same tiles, not through a new search:
   with ``copies_in_step`` (``LoweringOptions``), for a database tuned without it;
 - "persistent step": every nest of each step shared out over the threads and the time
   loop run inside one thread-pool launch, a barrier after each nest
-  (``postprocs.persistent_step.make_persistent``, built through ``scan_tir.transform.
+  (``postprocs.persistent_step.shared_out``, built through ``scan_tir.transform.
   PIPELINE``); "every nest forked": the same nests, each its own fork/join, as TVM's
   pipeline builds them, so that the launch and barriers are measured apart from the
   sharing out of nests that ran serially. A record tuned persistent is "as tuned" in the
@@ -52,9 +52,9 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
 import scan_tir
-from postprocs.persistent_step import make_persistent
+from postprocs.persistent_step import shared_out
 from scan_tir import workloads
-from scan_tir.lower.vocabulary import PERSISTENT, free_loops, step_blocks
+from scan_tir.lower.vocabulary import free_loops
 from scan_tir.tune import log
 from scan_tir.workloads import Workload
 
@@ -79,20 +79,6 @@ def replay(trace: tvm.s_tir.Trace, mod: tvm.IRModule, bias: bool) -> tvm.tirx.Pr
     for postproc in space.postprocs:
         if not postproc.apply(sch):
             raise RuntimeError(f"{postproc} rejected the replayed schedule")
-    return sch.mod["main"]
-
-
-def share_out_steps(func: tvm.tirx.PrimFunc, launch: bool) -> tvm.tirx.PrimFunc | str:
-    """``func`` with every step's nests parallel, its time loops persistent if ``launch``,
-    or why a step cannot be."""
-    sch = Schedule(tvm.IRModule({"main": func}))
-    for step, scan in step_blocks(sch):
-        if PERSISTENT not in scan.loop.annotations:
-            why = make_persistent(sch, step, int(target().attrs["num-cores"]))
-            if why:
-                return f"scan '{scan.name}': {why}"
-        if not launch:
-            sch.unannotate(sch.get_loops(step)[-1], PERSISTENT)
     return sch.mod["main"]
 
 
@@ -172,7 +158,7 @@ def build_variant(
     if v.fast_math:
         compute = scan_tir.fast_math(compute)
     if v.launch is not None:
-        compute = share_out_steps(compute, v.launch)
+        compute = shared_out(compute, int(target().attrs["num-cores"]), v.launch)
         if isinstance(compute, str):
             return Run(v.label, compute)
     checked = build_checked(compute, param_names(base), tensors, ref)

@@ -6,7 +6,7 @@ flops) is run for ``--seq`` steps three ways, from one function:
 
 - serial: the untuned function, every nest on one thread (no synchronisation);
 - forked: every nest of the step a parallel loop (``postprocs.persistent_step.
-  make_persistent``, the mark then removed), so each nest forks and joins the pool;
+  shared_out``, the mark then removed), so each nest forks and joins the pool;
 - persistent: the same nests, the time loop one launch with a barrier after each nest
   (``scan_tir.transform.PIPELINE``).
 
@@ -22,31 +22,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-import tvm
 from bench.build import fresh_tensors, param_names, target
 from bench.check import build_checked
 from bench.report import header, markdown_table, start_run
 from bench.timing import evaluator_latency_ms, median
 from tvm import tirx
-from tvm.s_tir import Schedule
 
-from postprocs.persistent_step import make_persistent
-from scan_tir.lower.vocabulary import PERSISTENT, find_scans, step_blocks, step_nests
+from postprocs.persistent_step import shared_out
+from scan_tir.lower.vocabulary import find_scans, step_nests
 from scan_tir.tune import log
 from scan_tir.workloads import get
 
 
-def shared_out(func: tirx.PrimFunc, launch: bool) -> tirx.PrimFunc:
+def sharing(func: tirx.PrimFunc, launch: bool) -> tirx.PrimFunc:
     """``func`` with every nest of its steps parallel, persistent if ``launch``."""
-    sch = Schedule(tvm.IRModule({"main": func}))
-    threads = int(target().attrs["num-cores"])
-    for step, scan in step_blocks(sch):
-        why = make_persistent(sch, step, threads)
-        if why:
-            sys.exit(f"scan '{scan.name}' cannot be shared out: {why}")
-        if not launch:
-            sch.unannotate(sch.get_loops(step)[-1], PERSISTENT)
-    return sch.mod["main"]
+    out = shared_out(func, int(target().attrs["num-cores"]), launch)
+    if isinstance(out, str):
+        sys.exit(f"cannot be shared out: {out}")
+    return out
 
 
 def measure(name: str, args: argparse.Namespace) -> list[list[str]]:
@@ -60,8 +53,8 @@ def measure(name: str, args: argparse.Namespace) -> list[list[str]]:
     nests = sum(len(step_nests(s.step)) for s in find_scans(func))
     ways = {
         "serial": func,
-        "forked (a fork/join per nest)": shared_out(func, launch=False),
-        "persistent (a barrier per nest)": shared_out(func, launch=True),
+        "forked (a fork/join per nest)": sharing(func, launch=False),
+        "persistent (a barrier per nest)": sharing(func, launch=True),
     }
     built = {}
     for label, f in ways.items():

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 
+import tvm
 from tvm import s_tir, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
@@ -127,6 +128,22 @@ def make_persistent(sch: Schedule, step: SBlockRV, threads: int) -> str | None:
             return why
     sch.annotate(sch.get_loops(step)[-1], PERSISTENT, 1)
     return None
+
+
+def shared_out(func: tirx.PrimFunc, threads: int, launch: bool = True) -> tirx.PrimFunc | str:
+    """``func`` (a scheduled function, e.g. a replayed record) with every step's nests
+    shared out over ``threads`` and its time loops persistent, or, without ``launch``,
+    each nest its own fork/join (the mark removed); or why a step cannot be. A step
+    already persistent is kept as it is."""
+    sch = Schedule(tvm.IRModule({"main": func}))
+    for step, scan in step_blocks(sch):
+        if PERSISTENT not in scan.loop.annotations:
+            why = make_persistent(sch, step, threads)
+            if why:
+                return f"scan '{scan.name}': {why}"
+        if not launch:
+            sch.unannotate(sch.get_loops(step)[-1], PERSISTENT)
+    return sch.mod["main"]
 
 
 @derived_object

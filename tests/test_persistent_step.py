@@ -22,19 +22,17 @@ from workloads import with_seq
 import scan_tir
 from meta_rules import PersistentStep, scan_rules
 from postprocs import RewritePersistentStep, scan_postprocs
-from postprocs.persistent_step import make_persistent
+from postprocs.persistent_step import make_persistent, shared_out
 from scan_tir.lower.vocabulary import PERSISTENT, STEP_PERSISTENT, step_blocks, step_nests
 from scan_tir.transform import PIPELINE, PersistentLaunch
 from scan_tir.transform.persistent_launch import BARRIER, LAUNCH
 from scan_tir.workloads import get
 
 
-def persistent(func: tirx.PrimFunc, threads: int = 2) -> tirx.PrimFunc:
-    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
-    for step, scan in step_blocks(sch):
-        why = make_persistent(sch, step, threads)
-        assert why is None, f"scan '{scan.name}': {why}"
-    return sch.mod["main"]
+def persistent(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    out = shared_out(func, 2)
+    assert not isinstance(out, str), out
+    return out
 
 
 def build(func: tirx.PrimFunc, target) -> tvm.runtime.Module:

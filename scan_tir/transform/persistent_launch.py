@@ -39,7 +39,7 @@ from tvm.tirx import stmt as S
 from tvm.tirx.compilation_pipeline import PIPELINE_MAP
 
 from ..errors import ScanLoweringError
-from ..lower.vocabulary import PERSISTENT
+from ..lower.vocabulary import PERSISTENT, is_parallel_loop
 
 #: The TIR pipeline every scan-tir build uses (``tvm.compile(..., tir_pipeline=PIPELINE)``).
 PIPELINE = "scan_tir"
@@ -47,15 +47,9 @@ PIPELINE = "scan_tir"
 LAUNCH = "pragma_parallel_launch_point"
 BARRIER = "pragma_parallel_barrier_when_finish"
 
-_PARALLEL = tirx.ForKind.PARALLEL
-
 
 def _seq(stmts: list[S.Stmt]) -> S.Stmt:
     return stmts[0] if len(stmts) == 1 else S.SeqStmt(stmts)
-
-
-def _items(stmt: S.Stmt) -> list[S.Stmt]:
-    return list(stmt.seq) if isinstance(stmt, S.SeqStmt) else [stmt]
 
 
 def _rebuilt_for(loop: S.For, body: S.Stmt, annotations: dict | None = None) -> S.For:
@@ -71,11 +65,9 @@ def _rebuilt_for(loop: S.For, body: S.Stmt, annotations: dict | None = None) -> 
 
 
 def _has_parallel(stmt: S.Stmt) -> bool:
-    found = []
-    tvm_ffi.structural_walk(
-        stmt, (S.For, lambda f: found.append(f) if f.kind == _PARALLEL else None)
-    )
-    return bool(found)
+    loops: list[S.For] = []
+    tvm_ffi.structural_walk(stmt, (S.For, loops.append))
+    return any(is_parallel_loop(loop) for loop in loops)
 
 
 class _Launch:
@@ -97,7 +89,7 @@ class _Launch:
     def region(self, stmt: S.Stmt, top: bool) -> S.Stmt | None:
         """``stmt`` of the launch body with a barrier after each parallel loop; None for
         an allocation hoisted out of it."""
-        if isinstance(stmt, S.For) and stmt.kind == _PARALLEL:
+        if is_parallel_loop(stmt):
             return S.AttrStmt(stmt.loop_var, BARRIER, 1, stmt)
         if isinstance(stmt, (S.AllocBuffer, S.DeclBuffer)):
             if not top:
