@@ -20,7 +20,10 @@ on the same tiles, not through a new search:
   PIPELINE``); "every nest forked": the same nests, each its own fork/join, as TVM's
   pipeline builds them, so that the launch and barriers are measured apart from the
   sharing out of nests that ran serially. A record tuned persistent is "as tuned" in the
-  first and unmarked in the second.
+  first and unmarked in the second;
+- "concurrent scans": independent scans (a bidirectional layer's two directions) side by
+  side, one thread each, their nests serial (``postprocs.concurrent_scans.side_by_side``,
+  built through ``scan_tir.transform.ConcurrentLanes``).
 
 A variant that does not apply (its option already on, a block it needs missing, a trace that
 does not replay) is listed with the reason. Every variant runs on the workload's own inputs,
@@ -52,6 +55,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
 import scan_tir
+from postprocs.concurrent_scans import side_by_side
 from postprocs.persistent_step import shared_out
 from scan_tir import workloads
 from scan_tir.lower.vocabulary import free_loops
@@ -103,6 +107,7 @@ class Variant:
     fast_math: bool = False
     #: None: the steps as tuned; True: persistent; False: every nest its own fork/join.
     launch: bool | None = None
+    concurrent: bool = False
 
     def skip_reason(self, w: Workload) -> str:
         """Why the variant does not apply to ``w``'s database, or ""."""
@@ -125,6 +130,7 @@ VARIANTS = (
     Variant("bias fused, copies in step", in_step=True, bias=True),
     Variant("every nest forked", launch=False),
     Variant("persistent step", launch=True),
+    Variant("concurrent scans", concurrent=True),
 )
 
 
@@ -159,6 +165,10 @@ def build_variant(
         compute = scan_tir.fast_math(compute)
     if v.launch is not None:
         compute = shared_out(compute, int(target().attrs["num-cores"]), v.launch)
+        if isinstance(compute, str):
+            return Run(v.label, compute)
+    if v.concurrent:
+        compute = side_by_side(compute)
         if isinstance(compute, str):
             return Run(v.label, compute)
     checked = build_checked(compute, param_names(base), tensors, ref)

@@ -7,7 +7,8 @@ structure (the root's parallel/vector/unroll rule also offers a serial root, thr
 :class:`Alternatives`); plus the rules for what stock MetaSchedule cannot do inside a step:
 :class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
 stock rule makes only at the root), :class:`PersistentStep` (the whole time loop in one
-thread-pool launch, a barrier per nest) and :class:`CacheStepWeights` (recurrent weights
+thread-pool launch, a barrier per nest), :class:`ConcurrentScans` (independent scans side
+by side, a core each) and :class:`CacheStepWeights` (recurrent weights
 packed once per call, not per step). Dense blocks are tiled by MultiLevelTiling
 or :class:`RegisterTiling` (a register block of the CPU's size), the latter alone on
 matrix-matrix products (:class:`Preferred`). The gate math is also fused into the recurrent
@@ -33,6 +34,8 @@ from tvm.target import Target
 from scan_tir.lower.vocabulary import Role
 
 from .alternatives import Alternatives
+from .concurrent_scans import ConcurrentScans
+from .intrinsics import import_cpu_intrinsics
 from .persistent_step import PersistentStep
 from .preferred import Preferred
 from .register_tiling import RegisterTiling
@@ -80,11 +83,13 @@ def scan_rules(target: Target, step_rules: Sequence[ScheduleRule] = ()) -> list[
         raise ValueError(
             f"scan-tir's schedule rules are for CPU targets (llvm), not '{target.kind.name}'."
         )
+    import_cpu_intrinsics()
     # The step's decisions come first: a Python rule that annotates a block after
     # MultiLevelTiling has forked the schedule corrupts the heap in TVM 0.27 (notes.md).
     rules: list[ScheduleRule] = [
         ParallelizeVectorizeUnrollStep(),
         PersistentStep(),
+        ConcurrentScans(),
         CacheStepWeights(),
     ]
     rules.extend(step_rules)
@@ -107,6 +112,7 @@ def scan_rules(target: Target, step_rules: Sequence[ScheduleRule] = ()) -> list[
 __all__ = [
     "Alternatives",
     "CacheStepWeights",
+    "ConcurrentScans",
     "KeepStepInputs",
     "ParallelizeVectorizeUnrollStep",
     "PersistentStep",

@@ -3,7 +3,8 @@
 ``scan_postprocs(target)`` is MetaSchedule's llvm list with DisallowDynamicLoop replaced by
 :class:`DisallowDynamicLoopOutsideScans`, :class:`FuseStepEpilogue` and
 :class:`RewriteStepParallelVectorizeUnroll` carrying out the decisions inside steps,
-:class:`RewritePersistentStep` once the step's nests are final, and
+:class:`RewritePersistentStep` once the step's nests are final,
+:class:`RewriteConcurrentScans` (independent scans marked to run side by side), and
 :class:`VerifyScanStructure` last, so that it checks the program as it will be built.
 """
 
@@ -17,6 +18,7 @@ from tvm.s_tir.meta_schedule.postproc import (
 )
 from tvm.target import Target
 
+from .concurrent_scans import RewriteConcurrentScans
 from .dynamic_loop import DisallowDynamicLoopOutsideScans
 from .persistent_step import RewritePersistentStep
 from .step_fusion import FuseStepEpilogue
@@ -38,6 +40,7 @@ def scan_postprocs(target: Target) -> list[Postproc]:
         RewriteReductionBlock(),
         RewriteLayout(),
         RewritePersistentStep(),
+        RewriteConcurrentScans(),
         VerifyScanStructure(),
     ]
 
@@ -45,6 +48,7 @@ def scan_postprocs(target: Target) -> list[Postproc]:
 __all__ = [
     "DisallowDynamicLoopOutsideScans",
     "FuseStepEpilogue",
+    "RewriteConcurrentScans",
     "RewritePersistentStep",
     "RewriteStepParallelVectorizeUnroll",
     "VerifyScanStructure",

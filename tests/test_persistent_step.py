@@ -183,7 +183,7 @@ def test_the_space_samples_the_decision_and_the_postproc_carries_it_out(target):
     assert any(isinstance(r, PersistentStep) for r in scan_rules(target))
     postprocs = scan_postprocs(target)
     kinds = [type(p).__name__ for p in postprocs]
-    assert kinds.index("RewritePersistentStep") == len(kinds) - 2  # before VerifyScanStructure
+    assert kinds.index("RewritePersistentStep") < kinds.index("VerifyScanStructure")
 
     func = get("lstm", **with_seq("lstm", 8, 1)).prim_func()
     marked = 0

@@ -3,6 +3,10 @@ against numpy at long sequences on 2 threads, with the scan invariants."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tvm
@@ -125,3 +129,28 @@ def test_apply_best_without_a_record_is_a_clear_error(target, tmp_path):
         scan_tir.apply_best(empty, representative, func, target)
     with pytest.raises(scan_tir.ScanLoweringError, match="no symbolic size 'length'"):
         scan_tir.specialize(func, {"length": 8})
+
+
+def test_the_space_registers_the_cpu_intrinsics_only_in_a_fresh_process():
+    """MetaSchedule's first TuneContext imports every target's tensor intrinsics; after
+    scan_space it finds the CPU ones registered and leaves CUDA's unparsed, and another
+    target's can still be imported by name (Hexagon's: CUDA's would take the longest)."""
+    code = (
+        "import sys\n"
+        "from tvm.s_tir import TensorIntrin, meta_schedule as ms\n"
+        "import scan_tir\n"
+        "target = scan_tir.tune.default_target()\n"
+        "space = scan_tir.scan_space(target)\n"
+        "func = scan_tir.workloads.get('rnn_tanh', seq=2, batch=1, input=2, hidden=2)"
+        ".prim_func()\n"
+        "ms.TuneContext(mod=func, target=target, space_generator=space)\n"
+        "print('cuda' in sys.modules['tvm.s_tir.tensor_intrin'].__dict__,"
+        " 'tvm.s_tir.tensor_intrin.cuda' in sys.modules)\n"
+        "TensorIntrin.get('dot_16x4_vnni')\n"
+        "import tvm.s_tir.tensor_intrin.hexagon\n"
+        "TensorIntrin.get('dot_32x4_u8u8i32_vrmpy')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["False", "False"]

@@ -4,11 +4,13 @@
 on weights packed ahead of time) and ``pad_rows`` (a product hoisted out of a scan
 computed over whole tiles at a symbolic length), and ``PersistentLaunch`` with the TIR
 pipeline ``PIPELINE`` every scan-tir build uses (a time loop run inside one thread-pool
-launch, a barrier per nest). Fast math, which the converter applies
+launch, a barrier per nest), which starts with ``ConcurrentLanes`` (independent scans
+side by side, a thread each). Fast math, which the converter applies
 as one of its options, lives in ``scan_tir.lower``, so that ``lower`` never imports
 ``transform``.
 """
 
+from .concurrent_lanes import ConcurrentLanes
 from .layout_free import layout_free
 from .padded_rows import pad_rows
 from .persistent_launch import PIPELINE, PersistentLaunch
@@ -16,6 +18,7 @@ from .prepacked import elide_param_copies, prepacked
 
 __all__ = [
     "PIPELINE",
+    "ConcurrentLanes",
     "PersistentLaunch",
     "elide_param_copies",
     "layout_free",

@@ -25,8 +25,9 @@ this pass therefore does itself, after the S-TIR pipeline has placed every alloc
 So what reaches the codegen is legal by construction, and the barriers separate every
 nest's writes from the next nest's reads, including the last nest of step t from the
 first of step t+1. Builds take this pass through the TIR pipeline :data:`PIPELINE`
-(TVM's S-TIR pipeline, then this pass); a marked loop built with TVM's default pipeline
-runs as an ordinary loop, one launch per parallel nest, with the same result.
+(``ConcurrentLanes``, TVM's S-TIR pipeline, then this pass); a marked loop built with
+TVM's default pipeline runs as an ordinary loop, one launch per parallel nest, with the
+same result.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tvm.tirx.compilation_pipeline import PIPELINE_MAP
 
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import PERSISTENT, is_parallel_loop
+from .concurrent_lanes import ConcurrentLanes
 
 #: The TIR pipeline every scan-tir build uses (``tvm.compile(..., tir_pipeline=PIPELINE)``).
 PIPELINE = "scan_tir"
@@ -170,10 +172,10 @@ def PersistentLaunch(func: tirx.PrimFunc, _mod: tvm.IRModule, _ctx) -> tirx.Prim
 
 
 def _pipeline(**kwargs):
-    """TVM's S-TIR pipeline, then :func:`PersistentLaunch` (before the host passes, which
-    turn allocations into workspace calls)."""
+    """``ConcurrentLanes`` on S-TIR, TVM's S-TIR pipeline, then :func:`PersistentLaunch`
+    (before the host passes, which turn allocations into workspace calls)."""
     lower, host, device = default_s_tir_pipeline(**kwargs)
-    return tvm.transform.Sequential([lower, PersistentLaunch]), host, device
+    return tvm.transform.Sequential([ConcurrentLanes, lower, PersistentLaunch]), host, device
 
 
 PIPELINE_MAP[PIPELINE] = _pipeline
