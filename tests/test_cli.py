@@ -61,6 +61,12 @@ def test_verify_exit_codes(tiny, capsys, monkeypatch):
     assert code == cli.VERIFY_FAILED and "0 ok, 4 failed" in out and "wrong result" in out
 
 
+def test_verify_at_another_length(tiny, capsys):
+    code, out, err = run(capsys, "db", "verify", tiny, "--seq", "24")
+    assert code == cli.OK and "verified 4 records at 24 steps: 4 ok, 0 failed" in out
+    assert err.count("verify: record") == 4
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -75,6 +81,7 @@ def test_verify_exit_codes(tiny, capsys, monkeypatch):
         (["tune", "lstm", "--trials", "1", "-d", "{tiny}/{records}"], "File exists"),
         (["db", "export", "{tiny}", "--csv", "/nonexistent/r.csv"], "No such file"),
         (["db", "prune", "{tiny}", "--keep", "0"], "at least 1"),
+        (["db", "verify", "{tiny}", "--seq", "0"], "--seq must be at least 1"),
     ],
 )
 def test_bad_input_exits_2(tiny, tmp_path, capsys, argv, message):

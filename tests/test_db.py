@@ -131,6 +131,31 @@ def test_verify_without_zoo_reference_uses_the_untuned_output(tiny, host_target,
     assert all(v.ok for v in sdb.verify(db, host_target))
 
 
+def test_verify_at_another_length(tiny, host_target, monkeypatch):
+    """The records tuned at 8 steps replayed at 37 (prime: TVM re-derives their tiles of
+    the rows over seq) match numpy there. Able to fail: a reference wrong at 37 steps only
+    fails every record, so they were run at 37, against the reference at 37."""
+    db = sdb.load(tiny)
+    verdicts = sdb.verify(db, host_target, seq=37)
+    assert len(verdicts) == 4 and all(v.ok for v in verdicts), verdicts
+    right = Workload.numpy
+    monkeypatch.setattr(
+        Workload, "numpy",
+        lambda self, xs: [a + 1e-2 * (self.sizes["seq"] == 37) for a in right(self, xs)],
+    )
+    verdicts = sdb.verify(db, host_target, seq=37)
+    assert len(verdicts) == 4 and not any(v.ok for v in verdicts)
+    assert all("wrong result" in v.problem and "lstm(seq=37," in v.problem for v in verdicts)
+
+
+def test_verify_at_another_length_needs_a_zoo_workload(tiny, host_target, monkeypatch):
+    """A workload the zoo cannot rebuild: a verdict per record that says so, not a crash."""
+    monkeypatch.setattr(sdb.TuningDB, "workload", lambda self, index: None)
+    verdicts = sdb.verify(sdb.load(tiny), host_target, seq=37)
+    assert len(verdicts) == 4 and all(math.isnan(v.max_error) for v in verdicts)
+    assert all("not from the zoo) cannot be rebuilt at 37 steps" in v.problem for v in verdicts)
+
+
 def fresh_record(db: sdb.TuningDB, target: tvm.target.Target) -> ms.database.TuningRecord:
     """A record as the tuner makes one from the current rules, without measuring: a design
     space's trace, simplified, replayed, then postprocessed (the fixture's records may come

@@ -17,6 +17,7 @@ from tvm import tirx
 from tvm.target import Target
 
 from ..transform.persistent_launch import PIPELINE
+from ..workloads import Workload
 from .records import TuningDB
 
 
@@ -37,19 +38,26 @@ def param_shapes(func: tirx.PrimFunc) -> list[tuple[tuple[int, ...], str]]:
 def case(db: TuningDB, workload: int, target: Target, seed: int = 0) -> Case:
     """Inputs and expected outputs for workload line ``workload`` of ``db``."""
     func = db.func(workload)
-    shapes = param_shapes(func)
     zoo = db.workload(workload)
     if zoo is not None:
-        inputs = zoo.input_arrays(seed)
-        outs = [np.zeros(s, d) for s, d in shapes[len(inputs):]]
-        n = len(inputs)
-        return Case(inputs + outs, list(range(n, len(shapes))), zoo.numpy(inputs),
-                    f"numpy reference of {zoo.name}")
+        return zoo_case(zoo, func, seed)
+    shapes = param_shapes(func)
     rng = np.random.default_rng(seed)
     args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
     expected = call(build(func, target), args)
     return Case(args, list(range(len(shapes))), expected,
                 "the untuned function's own output (workload not from the zoo)")
+
+
+def zoo_case(zoo: Workload, func: tirx.PrimFunc, seed: int = 0) -> Case:
+    """The inputs and numpy reference of ``zoo``, at its sizes, for ``func`` (its lowered
+    function: the outputs' shapes and dtypes are taken from its parameters)."""
+    inputs = zoo.input_arrays(seed)
+    shapes = param_shapes(func)
+    outs = [np.zeros(s, d) for s, d in shapes[len(inputs):]]
+    n = len(inputs)
+    return Case(inputs + outs, list(range(n, len(shapes))), zoo.numpy(inputs),
+                f"numpy reference of {zoo.name}")
 
 
 def build(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Module:
