@@ -3,8 +3,10 @@
 A tuning run's figures (the runner's, or ``tune.py``'s single measurement after it) come
 from one stretch of time, and this machine's speed drifts from one minute to the next, so
 two tunings made at different times cannot be compared by their own numbers. Here both
-best records are replayed (``ablation.replay``: the trace, then the postprocs again), run
-on prepacked weights as the tuner timed them, checked against the numpy reference, and
+best records are replayed (``scan_tir.db.replay``: the whole trace, postprocs included, as
+``compile_tir`` replays it; a per-scan tuning's composed record has no postprocs to run
+again), run on prepacked weights as the tuner timed them, checked against the numpy
+reference, and
 timed in alternating rounds (``time_evaluator``, median of ``--repeats`` each), so that a
 slow minute reaches both alike. The table gives each round and the median over rounds.
 
@@ -19,7 +21,7 @@ import sys
 from pathlib import Path
 
 import tvm
-from ablation import copy_elided, replay
+from ablation import copy_elided
 from bench.build import fresh_tensors, param_names
 from bench.check import Checked, build_checked
 from bench.database import add_database_arguments, best_record, database_dir, open_database
@@ -28,6 +30,7 @@ from bench.report import header, markdown_table, start_run
 from bench.timing import evaluator_latency_ms, median
 
 from scan_tir import workloads
+from scan_tir.db.replay import replay
 from scan_tir.tune import log
 
 
@@ -38,7 +41,7 @@ def built_best(name: str, results: Path, inputs: list, ref: list) -> Checked:
     mod = tvm.IRModule({"main": base})
     work_dir = database_dir(results, name)
     record = best_record(open_database(work_dir), work_dir, mod, name)
-    tuned = replay(record.trace, mod, False)
+    tuned = replay(record, mod["main"])
     tensors = fresh_tensors(base, inputs)
     on_packed_weights(tuned, tensors, len(ref), repeats=1)
     return build_checked(copy_elided(tuned), param_names(base), tensors, ref)

@@ -9,7 +9,8 @@ Per config this script
    its workload and options) with ``ms.tune_tir(..., space=scan_tir.scan_space(target))``
    for ``--trials`` more trials; the database lives in ``<work-dir>/<config>/``
    (``bench.database.database_dir``) and a rerun resumes from it (``--replay``: measure
-   only);
+   only; ``--per-scan``: each scan its own task, identical layers once, and the whole
+   function's best is the composed schedule, ``scan_tir.tune.per_scan``);
 2. measures side by side, in one process: the best tuned schedule two ways (weights prepacked
    once, and repacked inside every call: ``bench.prepack``), the untuned function, PyTorch
    eager at 2 and 1 threads (the module where PyTorch has one, a Python loop over steps
@@ -60,6 +61,7 @@ from tvm import tirx
 
 from scan_tir import workloads
 from scan_tir.tune import tune_module
+from scan_tir.tune.per_scan import scan_tasks, task_records, tune_per_scan
 from scan_tir.tune.progress import count_lines, log, records_file
 from scan_tir.workloads import Workload
 
@@ -228,19 +230,31 @@ def run_config(name: str, args: argparse.Namespace, with_torch: bool) -> Result:
         start = count_lines(records_file(work_dir))
         if start:  # never mix another function into a database of records
             require_workload(open_database(work_dir), work_dir, mod, name)
-        res.tune_s = tune_module(
-            mod,
-            work_dir,
-            args.trials,
-            target(),
-            label=name,
-            build_timeout_s=args.build_timeout,
-            total=start + args.trials,
-        )
+        if args.per_scan:
+            tasks = scan_tasks(base)
+            done = tune_per_scan(
+                base,
+                work_dir,
+                task_records(work_dir, tasks) + args.trials,
+                target(),
+                label=name,
+                build_timeout_s=args.build_timeout,
+            )
+            res.tune_s = done.seconds
+        else:
+            res.tune_s = tune_module(
+                mod,
+                work_dir,
+                args.trials,
+                target(),
+                label=name,
+                build_timeout_s=args.build_timeout,
+                total=start + args.trials,
+            )
 
     db = open_database(work_dir)
     tuned = best_schedule(db, work_dir, mod, name)
-    res.db_records, res.db_valid, res.db_best_ms = database_stats(db)
+    res.db_records, res.db_valid, res.db_best_ms = database_stats(db, mod)
     log(
         f"{name}: database has {res.db_records} records ({res.db_valid} valid), "
         f"best {res.db_best_ms:.4f} ms"
@@ -458,6 +472,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "scan_tir.workloads.config_name spells it) (default: experiments/results)",
     )
     p.add_argument("--replay", action="store_true", help="measure from the saved databases")
+    p.add_argument(
+        "--per-scan",
+        action="store_true",
+        help="tune each scan of a config as its own task, identical layers once "
+        "(scan_tir.tune.per_scan); the best of the whole function is then the composed one",
+    )
     p.add_argument(
         "--build-timeout",
         type=float,

@@ -50,15 +50,21 @@ def mark_concurrent(sch: Schedule, func_name: str, first: int) -> str | None:
     return None
 
 
+def mark_all_concurrent(sch: Schedule, func_name: str = "main") -> list[str]:
+    """Mark every group of independent scans of ``func_name`` to run side by side; why
+    each scan that starts no group does not."""
+    return [
+        why
+        for name, position, _ in root_scans(sch)
+        if name == func_name and (why := mark_concurrent(sch, func_name, position))
+    ]
+
+
 def side_by_side(func: tirx.PrimFunc) -> tirx.PrimFunc | str:
     """``func`` (a scheduled function, e.g. a replayed record) with each group of
     independent scans marked to run side by side, or why it has none."""
     sch = Schedule(tvm.IRModule({"main": func}))
-    reasons = [
-        why
-        for _, position, scan in root_scans(sch)
-        if (why := mark_concurrent(sch, "main", position))
-    ]
+    reasons = mark_all_concurrent(sch)
     marked = sch.mod["main"]
     return marked if lane_groups(marked)[0] else "; ".join(reasons) or "no scans"
 

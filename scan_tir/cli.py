@@ -1,6 +1,7 @@
 """``scan-tir``: tune a workload, inspect and check a tuning database.
 
     scan-tir tune WORKLOAD [--sizes k=v,...] --trials N --work-dir D [--rpc HOST:PORT:KEY]
+                  [--per-scan]
                   [--legacy] [--[no-]fast-math] [--[no-]copies-in-step] [--[no-]merge-updates]
     scan-tir db summary D | top D -k K | show D --record I | verify D [--seq N]
     scan-tir db export D [--csv F] [--json F] | plot D --out DIR | compare D1 D2
@@ -70,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--population", type=int, default=512,
                    help="evolutionary search population (less for tiny budgets)")
     t.add_argument("--build-timeout", type=float, default=30.0)
+    t.add_argument("--per-scan", action="store_true",
+                   help="tune each scan as its own task, identical layers once, then "
+                   "compose the whole function's schedule")
     lowering = t.add_argument_group(
         "lowering options",
         "default: the config name's suffixes (A-FAST-INSTEP), else scan_tir.LoweringOptions(); "
@@ -174,6 +178,7 @@ def _tune(args: argparse.Namespace) -> int:
         trials_per_iter=args.trials_per_iter,
         build_timeout_s=args.build_timeout,
         population=args.population,
+        per_scan=args.per_scan,
     )
     print(
         f"{workload.name}: {result.records_after} records in {result.work_dir} "

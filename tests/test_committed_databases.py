@@ -7,7 +7,8 @@ no longer be replayed. Each database under ``experiments/results`` holds functio
 with their workload and lowering options (``scan_tir.workloads.workload_of``); this rebuilds
 each from its tag alone and asks the database for it, and checks that the directory's name
 says the same config and options (``parse_config``: a name without suffixes means the
-default options, as ``experiments/tune.py`` names a work dir).
+default options, as ``experiments/tune.py`` names a work dir). A per-scan tuning's
+segments are tagged with the function they were cut from, and are cut from it again.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from scan_tir.workloads import get, parse_config, workload_of
+from scan_tir.transform.segments import SEGMENT_OF, segment_at
+from scan_tir.workloads import get, parse_config, workload_from_tag, workload_of
 
 RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "results"
 DATABASES = sorted(p.parent for p in RESULTS.rglob("database_workload.json"))
@@ -45,10 +47,15 @@ def test_database_matches_its_tag_and_its_name(work_dir: Path):
     stored = _stored_functions(work_dir)
     assert stored
     for func in stored:
-        workload = workload_of(func)
+        segment_of = str((func.attrs or {}).get(SEGMENT_OF, ""))
+        workload = workload_from_tag(segment_of) if segment_of else workload_of(func)
         assert workload is not None, f"{work_dir}: an untagged function"
         assert workload == get(base, named), (
             f"{work_dir}: tagged {workload.name}"
         )
-        rebuilt = tvm.IRModule({"main": workload.prim_func()})
-        assert db.has_workload(rebuilt), f"{work_dir}: {workload.name} no longer matches"
+        rebuilt = workload.prim_func()
+        if segment_of:  # a segment of a per-scan tuning: cut from the rebuilt function
+            rebuilt = segment_at(func, rebuilt)
+        assert db.has_workload(tvm.IRModule({"main": rebuilt})), (
+            f"{work_dir}: {workload.name} no longer matches"
+        )

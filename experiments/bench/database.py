@@ -73,19 +73,24 @@ def require_workload(
     )
 
 
-def database_stats(db: ms.database.Database) -> tuple[int, int, float]:
-    """(records, valid records, best mean latency in ms) over the whole database.
+def database_stats(
+    db: ms.database.Database, mod: tvm.IRModule | None = None
+) -> tuple[int, int, float]:
+    """(records, valid records, best mean latency in ms) over the whole database; the best
+    over ``mod``'s records only where given (a per-scan database also holds its segments').
 
     The mean of run_secs is what MetaSchedule ranks by. Failed candidates are kept in the
     database with run_secs 1e10, so they count as trials but not as valid ones.
     """
-    means = [
-        statistics.fmean(float(s) for s in rec.run_secs)
-        for rec in db.get_all_tuning_records()
-        if rec.run_secs
-    ]
+    records = db.get_all_tuning_records()
+    means = [statistics.fmean(float(s) for s in rec.run_secs) for rec in records if rec.run_secs]
     valid = [m for m in means if m < FAILED_RUN_S]
-    return len(db), len(valid), min(valid) * 1e3 if valid else math.nan
+    if mod is not None:
+        own = db.get_top_k(db.commit_workload(mod), 1)
+        valid_own = [statistics.fmean(float(s) for s in r.run_secs) for r in own]
+    else:
+        valid_own = valid
+    return len(records), len(valid), min(valid_own) * 1e3 if valid_own else math.nan
 
 
 def best_record(

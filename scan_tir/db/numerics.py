@@ -41,12 +41,17 @@ def case(db: TuningDB, workload: int, target: Target, seed: int = 0) -> Case:
     zoo = db.workload(workload)
     if zoo is not None:
         return zoo_case(zoo, func, seed)
+    return own_case(func, target, seed, "workload not from the zoo")
+
+
+def own_case(func: tirx.PrimFunc, target: Target, seed: int = 0, why: str = "") -> Case:
+    """Random inputs in (-1, 1) and the untuned ``func``'s own outputs on them."""
     shapes = param_shapes(func)
     rng = np.random.default_rng(seed)
     args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
     expected = call(build(func, target), args)
     return Case(args, list(range(len(shapes))), expected,
-                "the untuned function's own output (workload not from the zoo)")
+                "the untuned function's own output" + (f" ({why})" if why else ""))
 
 
 def zoo_case(zoo: Workload, func: tirx.PrimFunc, seed: int = 0) -> Case:

@@ -30,7 +30,9 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.database import TuningRecord
 
 from ..errors import ScanLoweringError
-from ..workloads import Workload, workload_of
+from ..lower.vocabulary import find_scans
+from ..transform.segments import SEGMENT_OF
+from ..workloads import Workload, workload_from_tag, workload_of
 
 WORKLOADS_FILE = "database_workload.json"
 RECORDS_FILE = "database_tuning_record.json"
@@ -100,7 +102,15 @@ class TuningDB:
 
     def workload_name(self, index: int) -> str:
         zoo = self.workload(index)
-        return zoo.name if zoo is not None else f"workload #{index} (not from the zoo)"
+        if zoo is not None:
+            return zoo.name
+        func = self.func(index) if self.workloads[index] is not None else None
+        tag = str((func.attrs or {}).get(SEGMENT_OF, "")) if func is not None else ""
+        if tag:
+            scans = [s.block.name_hint for s in find_scans(func)]
+            part = f"segment of {scans[0]}" if scans else "the statements after its scans"
+            return f"{workload_from_tag(tag).name}: {part} (per-scan tuning)"
+        return f"workload #{index} (not from the zoo)"
 
     def func(self, index: int) -> tvm.tirx.PrimFunc:
         """The untuned function of workload line ``index`` (``main``, as ``ms.tune_tir``

@@ -20,6 +20,8 @@ from tvm.target import Target
 
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import Expected, expected_scans, scan_violations
+from ..transform.segments import SEGMENT_OF, segment_at
+from ..workloads import workload_from_tag
 from . import numerics
 from .records import TuningDB, _why
 from .replay import replay
@@ -55,8 +57,9 @@ def verify(
         rows over seq (a product hoisted over seq x batch) whose factors do not divide the
         new extent is re-derived by TVM's ``SamplePerfectTile`` on replay: a legal tiling,
         not the tuned one (``tune.symbolic.replay_sized`` keeps it only on a function of
-        symbolic length). Only a zoo workload can be rebuilt; each record of another gets
-        a verdict saying so.
+        symbolic length). Only a zoo workload, or a segment of one (per-scan tuning,
+        checked against the untuned segment's own output there), can be rebuilt; each
+        record of another gets a verdict saying so.
         None: each record on its database's own function, at the tuned length.
     """
     valid = [e for e in db.entries if e.valid]
@@ -87,6 +90,12 @@ def _subject(
     if seq is None:
         return db.func(workload), numerics.case(db, workload, target)
     zoo = db.workload(workload)
+    tag = str((db.func(workload).attrs or {}).get(SEGMENT_OF, ""))
+    if zoo is None and tag:  # a segment of a per-scan tuning: cut from its whole at seq
+        whole = workload_from_tag(tag)
+        resized = whole.recurrence(whole.options, **{**whole.sizes, "seq": seq})
+        func = segment_at(db.func(workload), resized.prim_func())
+        return func, numerics.own_case(func, target, why=f"a segment of {resized.name}")
     if zoo is None:
         raise ScanLoweringError(
             f"{db.workload_name(workload)} cannot be rebuilt at {seq} steps: only a workload "

@@ -4,8 +4,10 @@ The outer graph is rewritten so that each scan becomes a ``te.extern`` holding i
 nest (scan_lowering.py) and every op downstream reads the extern's outputs; TVM's own
 ``te.create_prim_func`` (src/te/operation/create_primfunc.cc) then lowers the result, so
 ops outside scans come out exactly as TVM makes them. Finally each scan's block gets its
-access regions and block names are made unique (separate scans may repeat op names, e.g.
-two layers from one builder).
+access regions, and block and buffer names are made unique (separate scans may repeat op
+names, e.g. two layers from one builder; blocks a schedule creates are named after their
+block or buffer, and are looked up by name when a schedule is replayed on a function with
+several scans, ``scan_tir.tune.per_scan``).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def create_prim_func(
     mapping = _rewrite(graph, options.merge_updates, copies, private)
     new_ops = [mapping.get(tensor_key(x), x) if isinstance(x, te.Tensor) else x for x in ops]
     func = te.create_prim_func(new_ops, index_dtype_override)
-    func = _unique_block_names(_complete_scan_blocks(func))
+    func = _unique_buffer_names(_unique_block_names(_complete_scan_blocks(func)))
     return fast_math(func) if options.fast_math else func
 
 
@@ -192,3 +194,35 @@ def _unique_block_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return rebuilt(block, name_hint=fresh)
 
     return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, rename), order="pre"))
+
+
+def _unique_buffer_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Rename repeated names of buffers (not parameters) ``name_1``, ``name_2``... in
+    program order. Names are not part of a function's structural hash, so databases of
+    the function before the renaming still hold it."""
+    buffers: list[tirx.Var] = []
+
+    def collect(var: tirx.Var) -> None:
+        if isinstance(var.ty, tirx.BufferType) and not any(var.same_as(b) for b in buffers):
+            buffers.append(var)
+
+    tvm_ffi.structural_walk(func.body, (tirx.Var, collect))
+    taken = {p.name for p in func.params} | {b.name for b in buffers}
+    seen = {p.name for p in func.params}
+    renamed: dict[tirx.Var, tirx.Var] = {}
+    for buffer in buffers:
+        if any(buffer.same_as(p) for p in func.params):
+            continue
+        if buffer.name not in seen:
+            seen.add(buffer.name)
+            continue
+        k = 1
+        while f"{buffer.name}_{k}" in taken:
+            k += 1
+        fresh = f"{buffer.name}_{k}"
+        taken.add(fresh)
+        renamed[buffer] = tirx.Var(fresh, buffer.ty)
+    if not renamed:
+        return func
+    body = tvm_ffi.structural_map(func.body, (tirx.Var, lambda v: renamed.get(v, v)))
+    return func.with_body(body)

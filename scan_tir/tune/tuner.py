@@ -23,6 +23,7 @@ from ..db.records import load, repair
 from ..lower.options import LoweringOptions
 from ..workloads import Workload
 from .measure import build_candidate, local_runner, rpc_runner
+from .per_scan import tune_per_scan
 from .progress import count_lines, log, records_file, watch_records
 from .space import scan_space
 from .target import default_target
@@ -76,7 +77,8 @@ def tune_module(
 
 @dataclass(frozen=True)
 class TuneResult:
-    """What :func:`tune` did: record counts of the workload before and after."""
+    """What :func:`tune` did: record counts of the workload (per scan: of its tasks)
+    before and after."""
 
     work_dir: Path
     records_before: int  # records of this workload already in the work dir
@@ -96,6 +98,7 @@ def tune(
     build_timeout_s: float = 30.0,
     population: int = 512,
     options: LoweringOptions | None = None,
+    per_scan: bool = False,
 ) -> TuneResult:
     """Tune ``workload`` until ``work_dir`` holds ``trials`` records of it.
 
@@ -104,7 +107,10 @@ def tune(
     locally. The database is repaired first, see the module docstring. ``population``:
     see :func:`tune_module`. ``options``: how the workload is lowered (default: the
     workload's own, ``LoweringOptions()`` unless its config name says otherwise); each
-    combination is a function of its own in the database.
+    combination is a function of its own in the database. ``per_scan``: each scan a
+    task of its own, identical layers one task (:func:`scan_tir.tune.per_scan.tune_per_scan`);
+    the budget then counts the tasks' records, and the composed schedules of the whole
+    function are added to the database after them.
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
@@ -118,23 +124,25 @@ def tune(
         dropped = repair(work_dir)
         for problem in dropped:
             log(f"{workload.name}: dropped unreadable line {problem} (backup kept)")
+    common = dict(
+        label=workload.name,
+        runner=runner,
+        trials_per_iter=trials_per_iter,
+        build_timeout_s=build_timeout_s,
+        population=population,
+    )
+    if per_scan:
+        done = tune_per_scan(mod["main"], work_dir, trials, target, **common)
+        return TuneResult(
+            work_dir, done.records_before, done.records_after, len(dropped), done.seconds
+        )
     before = _records_of(work_dir, mod)
     seconds = 0.0
     if before >= trials:
         log(f"{workload.name}: {before} records in {work_dir} already, budget {trials}: done")
     else:
-        seconds = tune_module(
-            mod,
-            work_dir,
-            trials - before,
-            target,
-            label=workload.name,
-            runner=runner,
-            trials_per_iter=trials_per_iter,
-            build_timeout_s=build_timeout_s,
-            population=population,
-            total=count_lines(records_file(work_dir)) + trials - before,
-        )
+        total = count_lines(records_file(work_dir)) + trials - before
+        seconds = tune_module(mod, work_dir, trials - before, target, total=total, **common)
     return TuneResult(work_dir, before, _records_of(work_dir, mod), len(dropped), seconds)
 
 

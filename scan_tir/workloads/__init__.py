@@ -117,7 +117,12 @@ def workload_of(func: tirx.PrimFunc) -> Workload | None:
     attrs = func.attrs
     if attrs is None or WORKLOAD_ATTR not in attrs:
         return None
-    spec = json.loads(str(attrs[WORKLOAD_ATTR]))
+    return workload_from_tag(str(attrs[WORKLOAD_ATTR]))
+
+
+def workload_from_tag(tag: str) -> Workload:
+    """The workload a ``scan_tir.workload`` tag (``Workload.to_json``) names."""
+    spec = json.loads(tag)
     options = LoweringOptions.from_dict(spec.get("options", LoweringOptions.legacy().to_dict()))
     return get(spec["name"], options, **spec["sizes"])
 
@@ -131,5 +136,6 @@ __all__ = [
     "config_name",
     "get",
     "parse_config",
+    "workload_from_tag",
     "workload_of",
 ]
