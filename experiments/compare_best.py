@@ -11,7 +11,8 @@ timed in alternating rounds (``time_evaluator``, median of ``--repeats`` each), 
 slow minute reaches both alike. The table gives each round and the median over rounds.
 
 Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/compare_best.py --configs
-Abi --results experiments/results --against build/abi-lanes``.
+Abi --results experiments/results --against build/abi-lanes``; ``--top K`` times each
+database's K best records (``--top 2`` without ``--against``: a database's two best).
 """
 
 from __future__ import annotations
@@ -34,49 +35,60 @@ from scan_tir.db.replay import replay
 from scan_tir.tune import log
 
 
-def built_best(name: str, results: Path, inputs: list, ref: list) -> Checked:
-    """Config ``name``'s best record in ``results``, built on packed weights and checked."""
+def built_top(name: str, results: Path, k: int, inputs: list, ref: list) -> list[Checked]:
+    """Config ``name``'s ``k`` best records in ``results``, built on packed weights, checked."""
     w = workloads.get(name)
     base = w.prim_func()
     mod = tvm.IRModule({"main": base})
     work_dir = database_dir(results, name)
-    record = best_record(open_database(work_dir), work_dir, mod, name)
-    tuned = replay(record, mod["main"])
-    tensors = fresh_tensors(base, inputs)
-    on_packed_weights(tuned, tensors, len(ref), repeats=1)
-    return build_checked(copy_elided(tuned), param_names(base), tensors, ref)
+    db = open_database(work_dir)
+    best_record(db, work_dir, mod, name)  # exits, saying why, without one
+    built = []
+    for record in db.get_top_k(db.commit_workload(mod), k):
+        tuned = replay(record, mod["main"])
+        tensors = fresh_tensors(base, inputs)
+        on_packed_weights(tuned, tensors, len(ref), repeats=1)
+        built.append(build_checked(copy_elided(tuned), param_names(base), tensors, ref))
+    return built
 
 
 def compare(name: str, args: argparse.Namespace) -> list[list[str]]:
     w = workloads.get(name)
     inputs = w.input_arrays()
     ref = w.numpy(inputs)
-    built = {root: built_best(name, root, inputs, ref) for root in (args.results, args.against)}
-    rounds: dict[Path, list[float]] = {root: [] for root in built}
+    roots = [args.results] + ([args.against] if args.against else [])
+    built = {
+        (root, rank): checked
+        for root in roots
+        for rank, checked in enumerate(built_top(name, root, args.top, inputs, ref))
+    }
+    rounds: dict[tuple[Path, int], list[float]] = {key: [] for key in built}
     for i in range(args.rounds):
         log(f"{name}: timing round {i + 1}/{args.rounds}")
-        for root, checked in built.items():
+        for key, checked in built.items():
             timed = evaluator_latency_ms(checked.lib, checked.args, args.repeats)
-            rounds[root].append(median(timed))
-    first = median(rounds[args.results])
+            rounds[key].append(median(timed))
+    first = median(rounds[(args.results, 0)])
     return [
         [
             name,
-            str(database_dir(root, name)),
-            f"{median(rounds[root]):.4g}",
-            ", ".join(f"{x:.4g}" for x in rounds[root]),
-            f"{median(rounds[root]) / first:.3f}",
-            f"{built[root].err:.1e}",
+            str(database_dir(root, name)) + (f" #{rank + 1}" if args.top > 1 else ""),
+            f"{median(rounds[(root, rank)]):.4g}",
+            ", ".join(f"{x:.4g}" for x in rounds[(root, rank)]),
+            f"{median(rounds[(root, rank)]) / first:.3f}",
+            f"{built[(root, rank)].err:.1e}",
         ]
-        for root in built
+        for root, rank in built
     ]
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_database_arguments(parser)
-    parser.add_argument("--against", type=Path, required=True,
+    parser.add_argument("--against", type=Path,
                         help="root of the other databases (config X: <against>/X/)")
+    parser.add_argument("--top", type=int, default=1,
+                        help="time each database's TOP best records (#1, #2, ... by the runner)")
     parser.add_argument("--rounds", type=int, default=15, help="timing rounds")
     parser.add_argument("--repeats", type=int, default=10, help="time_evaluator repeats a round")
     parser.add_argument("--tol", type=float, default=1e-4, help="max abs error vs numpy")
