@@ -9,6 +9,8 @@ against numpy at 512 steps on 2 threads (conftest). The end-to-end test tunes.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tvm
@@ -19,6 +21,7 @@ from util import assert_close, assert_scans_kept, compile_func, outputs
 from workloads import with_seq
 
 from scan_tir.db import load, verify
+from scan_tir.db.replay import replay
 from scan_tir.errors import ScanLoweringError
 from scan_tir.lower.vocabulary import is_scan_statement, lane_groups, root_statements
 from scan_tir.transform.segments import SEGMENT_OF, names, scan_segments, segment_at
@@ -137,7 +140,7 @@ def sampled(mod: tvm.IRModule, target, seed: int) -> ms.database.TuningRecord:
     return ms.database.TuningRecord(sch.trace, ms.database.Workload(mod), [1e-3], target)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1])
 def test_composed_stack_matches_numpy_at_512_steps(target, seed):
     workload = stacked(512)
     func = workload.prim_func()
@@ -201,28 +204,30 @@ def test_a_schedule_renamed_wrongly_is_refused(target, monkeypatch):
 @pytest.mark.slow
 def test_tune_per_scan_commits_a_schedule_of_the_whole_function(tmp_path, target):
     """Tuned per scan, the database holds each task's records and the whole function's
-    composed one, which compile_tir finds and which matches numpy; a second run with the
-    same budget tunes nothing and composes again."""
-    workload = stacked(64)
+    composed one, which compile_tir finds; a second run with the same budget is a no-op;
+    the records, the segments' and the composed one, replay right at another length."""
+    workload = stacked(16, layers=2)
     func = workload.prim_func()
-    first = ps.tune_per_scan(func, tmp_path, 12, target, population=16, trials_per_iter=4)
-    assert (first.tasks, first.segments, first.records_before) == (3, 4, 0)
-    assert first.records_after >= 12
+    first = ps.tune_per_scan(func, tmp_path, 6, target, population=8, trials_per_iter=2)
+    assert (first.tasks, first.segments, first.records_before) == (3, 3, 0)
+    assert first.records_after >= 6
     assert list(first.composed_ms) == ["sequential"]
     db = ms.database.JSONDatabase(work_dir=str(tmp_path))
     mod = tvm.IRModule({"main": func})
     sch = ms.tir_integration.compile_tir(db, mod, target)
-    assert sch is not None
-    inputs = workload.input_arrays(seed=2)
-    got, ref = outputs(workload, compile_func(sch.mod["main"]), inputs)
-    assert_close(got, ref)
-    again = tune(workload, tmp_path, 12, target=target, per_scan=True, population=16)
+    composed = db.get_top_k(db.commit_workload(mod), 1)[0]
+    assert tvm_ffi.structural_equal(sch.mod["main"], replay(composed, func))
+    again = tune(workload, tmp_path, 6, target=target, per_scan=True, population=8)
     assert again.records_before == again.records_after == first.records_after
-    db = ms.database.JSONDatabase(work_dir=str(tmp_path))
-    assert len(db.get_top_k(db.commit_workload(mod), 10)) == 2
-    # Every record, the segments' among them, replays and computes right at 256 steps.
-    verdicts = verify(load(tmp_path), target, seq=256)
-    assert len(verdicts) >= 14
+    assert again.seconds == 0.0
+    # The best record of each workload (three tasks, the whole function) at 128 steps,
+    # the whole function's against numpy.
+    tdb = load(tmp_path)
+    best = {}
+    for entry in sorted((e for e in tdb.entries if e.valid), key=lambda e: e.mean_ms):
+        best.setdefault(entry.workload, entry)
+    verdicts = verify(dataclasses.replace(tdb, entries=list(best.values())), target, seq=128)
+    assert len(verdicts) == 4
     assert all(v.ok for v in verdicts), [v.problem for v in verdicts if not v.ok]
 
 

@@ -212,7 +212,8 @@ class PerScanResult:
     segments: int
     records_before: int  # records of the tasks already in the work dir
     records_after: int
-    composed_ms: dict[str, float]  # candidate ("sequential", "concurrent") -> runner mean
+    composed_ms: dict[str, float]  # candidate ("sequential", "concurrent") -> runner mean;
+    # empty when nothing was tuned and the database held the composed schedule already
     seconds: float
 
 
@@ -230,7 +231,8 @@ def tune_per_scan(
 ) -> PerScanResult:
     """Tune ``func``'s scans as separate tasks until ``work_dir`` holds ``trials`` records
     of them, then compose, measure and commit the whole function's schedule (see the
-    module). Records already there count toward the budget, so a killed run resumes."""
+    module). Records already there count toward the budget, so a killed run resumes; a
+    finished one, its composed schedule measured, is a no-op."""
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     tasks = scan_tasks(func)
@@ -270,6 +272,11 @@ def tune_per_scan(
                 database=ms.database.JSONDatabase(work_dir=str(work_dir)),
             )
     db = ms.database.JSONDatabase(work_dir=str(work_dir))
+    whole = tvm.IRModule({"main": func})
+    if before >= trials and db.has_workload(whole) and db.get_top_k(db.commit_workload(whole), 1):
+        log(f"{label}: {before} records of its tasks in {work_dir} already, budget {trials}, "
+            "and the composed schedule measured: done")
+        return PerScanResult(len(tasks), segments, before, before, {}, 0.0)
     best = []
     for k, task in enumerate(tasks):
         top = db.get_top_k(db.commit_workload(task.mod), 1)
