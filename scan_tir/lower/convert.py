@@ -23,7 +23,7 @@ from ..errors import ScanLoweringError
 from .fast_math import fast_math
 from .graph import Graph, analyse
 from .options import LoweringOptions
-from .scan_lowering import lower_scan
+from .scan_lowering import lower_scan, substitute_buffers
 from .step_copies import StepCopy, find_step_copies, private_states
 from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
 from .vocabulary import SCAN, rebuilt
@@ -224,5 +224,4 @@ def _unique_buffer_names(func: tirx.PrimFunc) -> tirx.PrimFunc:
         renamed[buffer] = tirx.Var(fresh, buffer.ty)
     if not renamed:
         return func
-    body = tvm_ffi.structural_map(func.body, (tirx.Var, lambda v: renamed.get(v, v)))
-    return func.with_body(body)
+    return func.with_body(substitute_buffers(func.body, list(renamed.items())))
