@@ -9,6 +9,9 @@ again), run on prepacked weights as the tuner timed them, checked against the nu
 reference, and
 timed in alternating rounds (``time_evaluator``, median of ``--repeats`` each), so that a
 slow minute reaches both alike. The table gives each round and the median over rounds.
+``--pipelined 4,8`` also times each record with its stacked layers pipelined, in at most
+4 and at most 8 chunks (``postprocs.pipelined_scans.pipeline`` on the replayed record;
+a record that does not allow it is listed with the reason).
 
 Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/compare_best.py --configs
 Abi --results experiments/results --against build/abi-lanes``; ``--top K`` times each
@@ -29,26 +32,52 @@ from bench.database import add_database_arguments, best_record, database_dir, op
 from bench.prepack import on_packed_weights
 from bench.report import header, markdown_table, start_run
 from bench.timing import evaluator_latency_ms, median
+from tvm.s_tir import Schedule
 
+from postprocs.pipelined_scans import mark_all_pipelined
 from scan_tir import workloads
 from scan_tir.db.replay import replay
+from scan_tir.lower.vocabulary import pipelines
 from scan_tir.tune import log
 
 
-def built_top(name: str, results: Path, k: int, inputs: list, ref: list) -> list[Checked]:
-    """Config ``name``'s ``k`` best records in ``results``, built on packed weights, checked."""
+def pipelined(func: tvm.tirx.PrimFunc, most: int) -> tuple[tvm.tirx.PrimFunc | None, str]:
+    """``func`` with its stacked layers pipelined (at most ``most`` chunks), and what was
+    done; None where nothing was."""
+    if pipelines(func)[0]:
+        return None, "tuned pipelined already"
+    sch = Schedule(tvm.IRModule({"main": func}))
+    said = "; ".join(mark_all_pipelined(sch, most)) or "one scan"
+    done = sch.mod["main"]
+    return (None if done.same_as(func) else done), said
+
+
+def built_top(
+    name: str, results: Path, k: int, inputs: list, ref: list, chunks: list[int]
+) -> list[tuple[str, Checked | str]]:
+    """Config ``name``'s ``k`` best records in ``results``, built on packed weights, checked,
+    each also pipelined in at most each of ``chunks`` chunks: (label, built or why not)."""
     w = workloads.get(name)
     base = w.prim_func()
     mod = tvm.IRModule({"main": base})
     work_dir = database_dir(results, name)
     db = open_database(work_dir)
     best_record(db, work_dir, mod, name)  # exits, saying why, without one
-    built = []
-    for record in db.get_top_k(db.commit_workload(mod), k):
+    built: list[tuple[str, Checked | str]] = []
+    for rank, record in enumerate(db.get_top_k(db.commit_workload(mod), k)):
         tuned = replay(record, mod["main"])
         tensors = fresh_tensors(base, inputs)
         on_packed_weights(tuned, tensors, len(ref), repeats=1)
-        built.append(build_checked(copy_elided(tuned), param_names(base), tensors, ref))
+        compute = copy_elided(tuned)
+        label = str(work_dir) + (f" #{rank + 1}" if k > 1 else "")
+        built.append((label, build_checked(compute, param_names(base), tensors, ref)))
+        for most in chunks:
+            variant, said = pipelined(compute, most)
+            built.append((
+                f"{label}, pipelined ({said})",
+                build_checked(variant, param_names(base), tensors, ref) if variant else
+                f"not pipelined ({said})",
+            ))
     return built
 
 
@@ -57,28 +86,28 @@ def compare(name: str, args: argparse.Namespace) -> list[list[str]]:
     inputs = w.input_arrays()
     ref = w.numpy(inputs)
     roots = [args.results] + ([args.against] if args.against else [])
-    built = {
-        (root, rank): checked
-        for root in roots
-        for rank, checked in enumerate(built_top(name, root, args.top, inputs, ref))
-    }
-    rounds: dict[tuple[Path, int], list[float]] = {key: [] for key in built}
+    built = [
+        entry for root in roots
+        for entry in built_top(name, root, args.top, inputs, ref, args.pipelined)
+    ]
+    rounds: list[list[float]] = [[] for _ in built]
     for i in range(args.rounds):
         log(f"{name}: timing round {i + 1}/{args.rounds}")
-        for key, checked in built.items():
-            timed = evaluator_latency_ms(checked.lib, checked.args, args.repeats)
-            rounds[key].append(median(timed))
-    first = median(rounds[(args.results, 0)])
+        for (_, checked), times in zip(built, rounds):
+            if not isinstance(checked, str):
+                timed = evaluator_latency_ms(checked.lib, checked.args, args.repeats)
+                times.append(median(timed))
+    first = median(rounds[0])
     return [
-        [
+        [name, label, "-", "", "", ""] if isinstance(checked, str) else [
             name,
-            str(database_dir(root, name)) + (f" #{rank + 1}" if args.top > 1 else ""),
-            f"{median(rounds[(root, rank)]):.4g}",
-            ", ".join(f"{x:.4g}" for x in rounds[(root, rank)]),
-            f"{median(rounds[(root, rank)]) / first:.3f}",
-            f"{built[(root, rank)].err:.1e}",
+            label,
+            f"{median(times):.4g}",
+            ", ".join(f"{x:.4g}" for x in times),
+            f"{median(times) / first:.3f}",
+            f"{checked.err:.1e}",
         ]
-        for root, rank in built
+        for (label, checked), times in zip(built, rounds)
     ]
 
 
@@ -89,6 +118,9 @@ def main(argv: list[str]) -> int:
                         help="root of the other databases (config X: <against>/X/)")
     parser.add_argument("--top", type=int, default=1,
                         help="time each database's TOP best records (#1, #2, ... by the runner)")
+    parser.add_argument("--pipelined", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[], help="also time each record pipelined, in at most "
+                        "each of these numbers of chunks (comma-separated)")
     parser.add_argument("--rounds", type=int, default=15, help="timing rounds")
     parser.add_argument("--repeats", type=int, default=10, help="time_evaluator repeats a round")
     parser.add_argument("--tol", type=float, default=1e-4, help="max abs error vs numpy")
@@ -100,7 +132,7 @@ def main(argv: list[str]) -> int:
     head = ["config", "database", "ms (median of rounds)", "each round ms",
             "vs the first", "max abs err vs numpy"]
     print(markdown_table(head, rows))
-    wrong = [r[1] for r in rows if not float(r[-1]) <= args.tol]
+    wrong = [r[1] for r in rows if r[2] != "-" and not float(r[-1]) <= args.tol]
     if wrong:
         print(f"FAIL: off by more than --tol {args.tol:g}: {wrong}", file=sys.stderr)
     return 1 if wrong else 0

@@ -8,7 +8,8 @@ structure (the root's parallel/vector/unroll rule also offers a serial root, thr
 :class:`ParallelizeVectorizeUnrollStep` (parallel, vector and unroll decisions, which the
 stock rule makes only at the root), :class:`PersistentStep` (the whole time loop in one
 thread-pool launch, a barrier per nest), :class:`ConcurrentScans` (independent scans side
-by side, a core each) and :class:`CacheStepWeights` (recurrent weights
+by side, a core each), :class:`PipelinedScans` (a stacked layer a chunk of steps behind
+the one that feeds it, a core each) and :class:`CacheStepWeights` (recurrent weights
 packed once per call, not per step). Dense blocks are tiled by MultiLevelTiling
 or :class:`RegisterTiling` (a register block of the CPU's size), the latter alone on
 matrix-matrix products (:class:`Preferred`). The gate math is also fused into the recurrent
@@ -37,6 +38,7 @@ from .alternatives import Alternatives
 from .concurrent_scans import ConcurrentScans
 from .intrinsics import import_cpu_intrinsics
 from .persistent_step import PersistentStep
+from .pipelined_scans import PipelinedScans
 from .preferred import Preferred
 from .register_tiling import RegisterTiling
 from .scoped import Scoped
@@ -90,6 +92,7 @@ def scan_rules(target: Target, step_rules: Sequence[ScheduleRule] = ()) -> list[
         ParallelizeVectorizeUnrollStep(),
         PersistentStep(),
         ConcurrentScans(),
+        PipelinedScans(),
         CacheStepWeights(),
     ]
     rules.extend(step_rules)
@@ -116,6 +119,7 @@ __all__ = [
     "KeepStepInputs",
     "ParallelizeVectorizeUnrollStep",
     "PersistentStep",
+    "PipelinedScans",
     "Preferred",
     "RegisterTiling",
     "Scoped",

@@ -4,7 +4,9 @@
 :class:`DisallowDynamicLoopOutsideScans`, :class:`FuseStepEpilogue` and
 :class:`RewriteStepParallelVectorizeUnroll` carrying out the decisions inside steps,
 :class:`RewritePersistentStep` once the step's nests are final,
-:class:`RewriteConcurrentScans` (independent scans marked to run side by side), and
+:class:`RewriteConcurrentScans` (independent scans marked to run side by side),
+:class:`RewritePipelinedScans` (first, before the root's loops are fused: a stacked layer
+marked to run a chunk behind the one that feeds it), and
 :class:`VerifyScanStructure` last, so that it checks the program as it will be built.
 """
 
@@ -21,6 +23,7 @@ from tvm.target import Target
 from .concurrent_scans import RewriteConcurrentScans
 from .dynamic_loop import DisallowDynamicLoopOutsideScans
 from .persistent_step import RewritePersistentStep
+from .pipelined_scans import RewritePipelinedScans
 from .step_fusion import FuseStepEpilogue
 from .step_parallel import RewriteStepParallelVectorizeUnroll
 from .verify_scan import VerifyScanStructure
@@ -34,6 +37,7 @@ def scan_postprocs(target: Target) -> list[Postproc]:
         )
     return [
         DisallowDynamicLoopOutsideScans(),
+        RewritePipelinedScans(),
         RewriteParallelVectorizeUnroll(),
         FuseStepEpilogue(),
         RewriteStepParallelVectorizeUnroll(),
@@ -50,6 +54,7 @@ __all__ = [
     "FuseStepEpilogue",
     "RewriteConcurrentScans",
     "RewritePersistentStep",
+    "RewritePipelinedScans",
     "RewriteStepParallelVectorizeUnroll",
     "VerifyScanStructure",
     "scan_postprocs",

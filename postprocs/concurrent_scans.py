@@ -29,6 +29,7 @@ from scan_tir.lower.vocabulary import (
     concurrent_group,
     group_problem,
     lane_groups,
+    pipelines,
     root_scans,
     root_statements,
 )
@@ -44,6 +45,9 @@ def mark_concurrent(sch: Schedule, func_name: str, first: int) -> str | None:
         return why
     if any(LANE in stmts[i].annotations for i in group):
         return "a scan of the group is in another group already"
+    pipelined = {i for p in pipelines(sch.mod[func_name])[0] for i in (p.first, p.second)}
+    if pipelined & set(group):
+        return "a scan of the group is pipelined with another"
     for lane, i in enumerate(group):
         block = sch.get_sblock(stmts[i].body.block.name_hint, func_name=func_name)
         sch.annotate(sch.get_loops(block)[0], LANE, lane)

@@ -3,7 +3,7 @@
 The legality check of the scan structure, in the spirit of Exo's per-primitive checks: the
 rules promise not to touch a scan's time loop or to move work out of its steps, and this
 postproc verifies the promise on every candidate before it is measured, against the
-function the tuning started from (the invariants: scan_tir/lower/vocabulary.py).
+function the tuning started from (the invariants: scan_tir/lower/vocabulary/invariants.py).
 """
 
 from __future__ import annotations

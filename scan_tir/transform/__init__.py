@@ -5,7 +5,8 @@ on weights packed ahead of time) and ``pad_rows`` (a product hoisted out of a sc
 computed over whole tiles at a symbolic length), and ``PersistentLaunch`` with the TIR
 pipeline ``PIPELINE`` every scan-tir build uses (a time loop run inside one thread-pool
 launch, a barrier per nest), which starts with ``ConcurrentLanes`` (independent scans
-side by side, a thread each). Fast math, which the converter applies
+side by side, a thread each) and ``PipelinedScans`` (a stacked layer a chunk of steps
+behind the one that feeds it, a thread each). Fast math, which the converter applies
 as one of its options, lives in ``scan_tir.lower``, so that ``lower`` never imports
 ``transform``.
 """
@@ -14,12 +15,14 @@ from .concurrent_lanes import ConcurrentLanes
 from .layout_free import layout_free
 from .padded_rows import pad_rows
 from .persistent_launch import PIPELINE, PersistentLaunch
+from .pipelined_scans import PipelinedScans
 from .prepacked import elide_param_copies, prepacked
 
 __all__ = [
     "PIPELINE",
     "ConcurrentLanes",
     "PersistentLaunch",
+    "PipelinedScans",
     "elide_param_copies",
     "layout_free",
     "pad_rows",

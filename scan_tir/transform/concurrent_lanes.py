@@ -23,14 +23,20 @@ from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
 from tvm.tirx import stmt as S
 
 from ..errors import ScanLoweringError
-from ..lower.vocabulary import LANE, PERSISTENT, lane_groups, rebuilt, root_statements
+from ..lower.vocabulary import (
+    LANE,
+    PERSISTENT,
+    lane_groups,
+    root_statements,
+    with_root_statements,
+)
 
 
-def _serial(stmt: S.Stmt) -> S.Stmt:
+def serial(stmt: S.Stmt) -> S.Stmt:
     """``stmt`` with every loop serial and without the scan-tir loop marks."""
 
     def post(node: S.For) -> S.For:
@@ -45,9 +51,9 @@ def _serial(stmt: S.Stmt) -> S.Stmt:
 def _lanes(scans: list[S.For]) -> S.For:
     dtype = scans[0].loop_var.ty.dtype
     lane = tirx.Var("lane", dtype)
-    body = _serial(scans[-1])
+    body = serial(scans[-1])
     for k in reversed(range(len(scans) - 1)):
-        body = S.IfThenElse(lane == tirx.IntImm(dtype, k), _serial(scans[k]), body)
+        body = S.IfThenElse(lane == tirx.IntImm(dtype, k), serial(scans[k]), body)
     return S.For(lane, tirx.IntImm(dtype, 0), tirx.IntImm(dtype, len(scans)),
                  tirx.ForKind.PARALLEL, body)
 
@@ -73,6 +79,4 @@ def ConcurrentLanes(func: tirx.PrimFunc, _mod: tvm.IRModule, _ctx) -> tirx.PrimF
         out.append(_lanes([stmts[j] for j in group]))
         i = group[-1] + 1
     out += stmts[i:]
-    realize = func.body
-    root = rebuilt(realize.block, body=S.SeqStmt(out))
-    return func.with_body(s_tir.SBlockRealize(realize.iter_values, realize.predicate, root))
+    return with_root_statements(func, out)

@@ -42,6 +42,7 @@ from tvm.tirx.compilation_pipeline import PIPELINE_MAP
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import PERSISTENT, is_parallel_loop
 from .concurrent_lanes import ConcurrentLanes
+from .pipelined_scans import PipelinedScans
 
 #: The TIR pipeline every scan-tir build uses (``tvm.compile(..., tir_pipeline=PIPELINE)``).
 PIPELINE = "scan_tir"
@@ -172,10 +173,12 @@ def PersistentLaunch(func: tirx.PrimFunc, _mod: tvm.IRModule, _ctx) -> tirx.Prim
 
 
 def _pipeline(**kwargs):
-    """``ConcurrentLanes`` on S-TIR, TVM's S-TIR pipeline, then :func:`PersistentLaunch`
-    (before the host passes, which turn allocations into workspace calls)."""
+    """``ConcurrentLanes`` and ``PipelinedScans`` on S-TIR, TVM's S-TIR pipeline, then
+    :func:`PersistentLaunch` (before the host passes, which turn allocations into workspace
+    calls)."""
     lower, host, device = default_s_tir_pipeline(**kwargs)
-    return tvm.transform.Sequential([ConcurrentLanes, lower, PersistentLaunch]), host, device
+    passes = [ConcurrentLanes, PipelinedScans, lower, PersistentLaunch]
+    return tvm.transform.Sequential(passes), host, device
 
 
 PIPELINE_MAP[PIPELINE] = _pipeline

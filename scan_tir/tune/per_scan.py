@@ -10,7 +10,9 @@ gradient task scheduler shares out the trials). Each group's best schedule is th
 replayed on every segment of the group inside the whole function (block names renamed
 from the task's segment to each other), giving one schedule of the whole function; where
 independent scans can run side by side (``postprocs.concurrent_scans``) the same schedule
-with them marked concurrent is the second candidate. The candidates are checked
+with them marked concurrent is a second candidate, and where a scan can run a chunk
+behind the scan that feeds it (``postprocs.pipelined_scans``) the same schedule
+pipelined is another. The candidates are checked
 (``scan_violations``), measured with the tuning's runner and committed to the same JSON
 database as records of the whole function, so ``compile_tir``, ``scan-tir db`` and
 ``apply_best`` find them like the records of a one-task tuning.
@@ -30,14 +32,18 @@ from tvm.s_tir.schedule import Trace
 from tvm.target import Target
 
 from postprocs.concurrent_scans import mark_all_concurrent
+from postprocs.pipelined_scans import mark_all_pipelined
 
 from ..db.records import load
 from ..errors import ScanLoweringError
-from ..lower.vocabulary import expected_scans, lane_groups, scan_violations
+from ..lower.vocabulary import expected_scans, lane_groups, pipelines, scan_violations
 from ..transform.segments import Segment, names, same_shape, scan_segments
 from .measure import build_candidate, local_runner
 from .progress import count_lines, log, records_file, watch_records
 from .space import scan_space
+
+#: The pipelines tried on a composed schedule (the most chunks of each).
+PIPELINE_CHUNKS = (4, 16)
 
 
 @dataclass(frozen=True)
@@ -212,7 +218,7 @@ class PerScanResult:
     segments: int
     records_before: int  # records of the tasks already in the work dir
     records_after: int
-    composed_ms: dict[str, float]  # candidate ("sequential", "concurrent") -> runner mean;
+    composed_ms: dict[str, float]  # candidate ("sequential", "concurrent", ...) -> runner mean;
     # empty when nothing was tuned and the database held the composed schedule already
     seconds: float
 
@@ -295,12 +301,18 @@ def tune_per_scan(
 
 
 def _candidates(sch: s_tir.Schedule) -> dict[str, s_tir.Schedule]:
-    """The composed schedule, and the same with independent scans side by side if any."""
+    """The composed schedule, and the same with independent scans side by side and with
+    stacked layers pipelined, where the schedule allows."""
     out = {"sequential": sch}
     concurrent = sch.copy()
     mark_all_concurrent(concurrent)
     if lane_groups(concurrent.mod["main"])[0]:
         out["concurrent"] = concurrent
+    for most in PIPELINE_CHUNKS:
+        piped = sch.copy()
+        mark_all_pipelined(piped, most)
+        if pipelines(piped.mod["main"])[0]:
+            out[f"pipelined, at most {most} chunks"] = piped
     return out
 
 
