@@ -11,8 +11,9 @@ the most chunks, at most d, that the check passes is marked on the scan's unit l
 no pipeline passes (a nest whose head has no loop over time, a length no number of
 chunks divides), the candidate is kept as it was, without the mark. It runs before
 MetaSchedule's RewriteParallelVectorizeUnroll, which may fuse the head further (a range
-of the fused loop is still a range of time); ``VerifyScanStructure`` checks the marks on
-every candidate as it will be built (``scan_violations``, through ``pipelines``).
+of the fused loop is still a range of time); the build checks the pipeline again on the
+function as it is built (``PipelinedScans``), so a later postproc can cost a candidate
+its pipeline, never its result.
 
 Touches: the loops nested alone at the head of the root statements between a pipelined
 scan and the scan before it (reordered, fused), and the annotations of the scan's unit

@@ -2,10 +2,12 @@
 wavefront with the scan that feeds it, each on its own core, one chunk behind.
 
 The plan (which statements are the projection between the scans, how many chunks, and
-whether the wavefront computes the same thing) is ``scan_tir.lower.vocabulary``'s, which
-this pass asks again and whose refusals it raises, naming the scan: a build never runs a
-pipeline the check has not passed. It rewrites S-TIR, after ``ConcurrentLanes`` and
-before TVM's S-TIR pipeline, into::
+whether the wavefront computes the same thing) is ``scan_tir.lower.vocabulary.
+pipelining``'s, asked again on the function being built: a build never runs a pipeline
+the check has not passed, and a marked pair the check refuses here (a record replayed at
+a length its tiles do not divide) runs in program order, with a warning naming the scan
+and the reason. It rewrites S-TIR, after ``ConcurrentLanes`` and before TVM's S-TIR
+pipeline, into::
 
     <statements between the scans that do not depend on the first, moved before it>
     for chunk in range(C + 1):
@@ -23,12 +25,13 @@ thread). The chunk loop costs one fork/join of TVM's pool per chunk.
 
 from __future__ import annotations
 
+import logging
+
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.tirx import stmt as S
 
-from ..errors import ScanLoweringError
 from ..lower.vocabulary import (
     PIPELINE,
     Pipeline,
@@ -39,6 +42,8 @@ from ..lower.vocabulary import (
     with_root_statements,
 )
 from .concurrent_lanes import serial
+
+_LOG = logging.getLogger(__name__)
 
 
 def _substituted(stmt: S.Stmt, var: tirx.Var, value: tirx.Expr) -> S.Stmt:
@@ -94,13 +99,9 @@ def _wavefront(stmts: list[S.Stmt], plan: Pipeline) -> S.Stmt:
 @tirx.transform.prim_func_pass(opt_level=0, name="scan_tir.PipelinedScans")
 def PipelinedScans(func: tirx.PrimFunc, _mod: tvm.IRModule, _ctx) -> tirx.PrimFunc:  # noqa: N802
     """Rewrite each pipelined pair of scans (see the module)."""
-    plans, problems = pipelines(func)
-    if problems:
-        raise ScanLoweringError(
-            f"scans marked {PIPELINE} cannot be pipelined: {'; '.join(problems)}. Build the "
-            "function without the mark (postprocs.RewritePipelinedScans sets it only where "
-            "the check passes)."
-        )
+    plans, unmet = pipelines(func)
+    for why in unmet:
+        _LOG.warning("a scan marked %s runs in program order: %s", PIPELINE, why)
     if not plans:
         return func
     stmts = root_statements(func)

@@ -8,7 +8,6 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from .independence import lane_groups
-from .pipelining import pipelines
 from .scans import ORDERED, PERSISTENT, ScanNest, find_scans, is_parallel_loop, step_nests
 
 # What every schedule of a function with scans must keep. Against the function before
@@ -23,11 +22,13 @@ from .scans import ORDERED, PERSISTENT, ScanNest, find_scans, is_parallel_loop, 
 # - every block that was inside the step, unless scheduled away (inlined), still inside it;
 # - if marked to run concurrently with other scans (``LANE``), no dependence on them
 #   or on what lies between them (``independence.group_problem``);
-# - if marked to run a chunk behind the scan that feeds it (``pipelining.PIPELINE``), a
-#   wavefront that computes what the program order does (``pipelining.pipelines``);
 # - and the whole function well-formed S-TIR: a primitive that mis-derives a block's
 #   regions (TVM 0.27's compute_inline across a step, meta_rules/step_inputs.py) yields a
 #   function that ``tvm.compile`` still builds, so nothing else would stop it being measured.
+#
+# (A scan marked to run a chunk behind the scan that feeds it breaks nothing: the build
+# pipelines it only where ``pipelining`` proves the wavefront right, else it runs in
+# program order.)
 #
 # The postproc ``postprocs.VerifyScanStructure`` rejects tuning candidates that break them;
 # the tests, ``apply_best`` and ``scan-tir db verify`` check replayed schedules with the
@@ -99,6 +100,5 @@ def scan_violations(func: tirx.PrimFunc, expected: list[Expected]) -> list[str]:
         if left:
             problems.append(f"blocks {sorted(left)} left the step of scan '{scan.name}'")
     problems += [f"concurrent scans: {why}" for why in lane_groups(func)[1]]
-    problems += [f"pipelined scans: {why}" for why in pipelines(func)[1]]
     return problems
 

@@ -28,10 +28,13 @@ bounded over its own loop ranges (``sym.Analyzer`` interval sets, an over-approx
 a pass of the check is never wrong): a projection nest whose outermost loop runs over the
 hidden units rather than over time fails it and is refused, with the reason.
 
-The mark is :data:`PIPELINE` on the second scan's unit loop, with C as its value.
-``postprocs.RewritePipelinedScans`` sets it, ``VerifyScanStructure`` checks it on every
-candidate (:func:`pipelines`), and the build (``scan_tir.transform.pipelined_scans``)
-carries it out.
+The mark is :data:`PIPELINE` on the second scan's unit loop, the most chunks as its value:
+``postprocs.RewritePipelinedScans`` sets it where the check passes, and the build
+(``scan_tir.transform.pipelined_scans``) carries out the plan with the most chunks, at
+most the mark's, that the check passes on the function it builds (:func:`pipelines`). A
+record replayed at another length may allow fewer chunks, or none (its projection's tiles
+re-derived for the new extent); where none passes, the pair runs in program order, which
+is always right, and :func:`pipelines` says why.
 """
 
 from __future__ import annotations
@@ -322,20 +325,18 @@ def plan_pipeline(func: tirx.PrimFunc, second: int, most: int) -> Pipeline | str
 
 
 def pipelines(func: tirx.PrimFunc) -> tuple[list[Pipeline], list[str]]:
-    """The pipelines the :data:`PIPELINE` marks of ``func`` ask for, and what is wrong with
-    the marks."""
+    """The pipelines the build carries out for the :data:`PIPELINE` marks of ``func``, and
+    why each other marked scan runs in program order."""
     stmts = root_statements(func)
     found: list[Pipeline] = []
-    problems: list[str] = []
+    unmet: list[str] = []
     for i, stmt in enumerate(stmts):
         if isinstance(stmt, tirx.For) and PIPELINE in stmt.annotations:
-            plan = pipeline_problem(func, i, int(stmt.annotations[PIPELINE]))
+            plan = plan_pipeline(func, i, int(stmt.annotations[PIPELINE]))
             if isinstance(plan, str):
-                problems.append(f"scan at root statement {i}: {plan}")
+                unmet.append(f"scan at root statement {i}: {plan}")
             elif found and plan.first <= found[-1].second:
-                problems.append(
-                    f"scan at root statement {i}: its feeding scan is pipelined already"
-                )
+                unmet.append(f"scan at root statement {i}: its feeding scan is pipelined already")
             else:
                 found.append(plan)
-    return found, problems
+    return found, unmet
