@@ -43,7 +43,7 @@ from .progress import count_lines, log, records_file, watch_records
 from .space import scan_space
 
 #: The pipelines tried on a composed schedule (the most chunks of each).
-PIPELINE_CHUNKS = (4, 16)
+PIPELINE_CHUNKS = (16,)
 
 
 @dataclass(frozen=True)
