@@ -33,6 +33,7 @@ from scan_tir.lower.vocabulary import (
     PIPELINED,
     Pipeline,
     feeding_scan,
+    mentions,
     plan_pipeline,
     root_scans,
     root_statements,
@@ -48,16 +49,12 @@ def _head(nest: tirx.For) -> list[tirx.For]:
     return chain
 
 
-def _mentions(expr: tirx.Expr, var: tirx.Var) -> bool:
-    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr, []))
-
-
 def _over_time(loop: tirx.For, realizes: list[s_tir.SBlockRealize]) -> bool:
     """Does ``loop`` drive only the first iterator (the rows) of every block under it?"""
     var = loop.loop_var
     return all(
-        _mentions(r.iter_values[0], var)
-        and not any(_mentions(v, var) for v in r.iter_values[1:])
+        mentions(r.iter_values[0], var)
+        and not any(mentions(v, var) for v in r.iter_values[1:])
         for r in realizes
     )
 

@@ -32,7 +32,7 @@ from tvm.ir.expr import TensorLoad
 from tvm.s_tir.analysis import get_sblock_read_write_region
 from tvm.sym import Analyzer
 
-from ..lower.vocabulary import SCAN, rebuilt
+from ..lower.vocabulary import SCAN, mentions, rebuilt
 
 
 def pad_rows(func: tirx.PrimFunc, multiples: Sequence[tuple[tirx.Expr, int]]) -> tirx.PrimFunc:
@@ -166,16 +166,12 @@ def _reads_padded_only(c: _Candidate, intermediates: list[tirx.Var], padded: set
         buffer = region.source
         if not any(buffer.same_as(b) for b in intermediates):
             continue  # a parameter: read clamped
-        mentions = any(_mentions(r.min, c.var) or _mentions(r.extent, c.var) for r in region.region)
-        if mentions and not any(buffer.same_as(p) for p in padded):
+        varies = any(mentions(r.min, c.var) or mentions(r.extent, c.var) for r in region.region)
+        if varies and not any(buffer.same_as(p) for p in padded):
             return False
-        if mentions and _axis_of(region, c.var) is None:
+        if varies and _axis_of(region, c.var) is None:
             return False
     return True
-
-
-def _mentions(expr: tirx.Expr, var: tirx.Var) -> bool:
-    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr, []))
 
 
 def _grown(buffer: tirx.Var, axis: int, extent: tirx.Expr) -> tirx.Var:

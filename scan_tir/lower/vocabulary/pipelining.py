@@ -146,15 +146,15 @@ def _hull(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int,
     return [(min(x[0], y[0]), max(x[1], y[1])) for x, y in zip(a, b)]
 
 
-def _access(realizes: list, dom: dict) -> _Access:
+def _access(realize: s_tir.SBlockRealize, dom: dict) -> _Access:
+    """What the block of ``realize`` reads and writes over the loop ranges ``dom``."""
     acc = _Access({}, {})
-    for realize, _ in realizes:
-        block = realize.block
-        binding = [(iv.var, value) for iv, value in zip(block.iter_vars, realize.iter_values)]
-        for r in block.reads:
-            _add(acc.reads, r, binding, dom)
-        for w in block.writes:
-            _add(acc.writes, w, binding, dom)
+    block = realize.block
+    binding = [(iv.var, value) for iv, value in zip(block.iter_vars, realize.iter_values)]
+    for r in block.reads:
+        _add(acc.reads, r, binding, dom)
+    for w in block.writes:
+        _add(acc.writes, w, binding, dom)
     return acc
 
 
@@ -173,13 +173,12 @@ def _scan_chunks(stmt: tirx.For, chunks: int, steps: int) -> list[_Access]:
     prelude: list = []
     for s in before:
         _realizes(s, [], prelude)
-    step = [(loop.body, [loop])]
     out = []
     for c in range(chunks):
-        acc = _access(step, {loop.loop_var: IntervalSet(c * steps, c * steps + steps - 1)})
+        acc = _access(loop.body, {loop.loop_var: IntervalSet(c * steps, c * steps + steps - 1)})
         if c == 0:  # the initial copies run before the first chunk's steps
             for realize, loops in prelude:
-                _merge(acc, _access([(realize, loops)], _loop_dom(loops, None)))
+                _merge(acc, _access(realize, _loop_dom(loops, None)))
         out.append(acc)
     return out
 
@@ -192,8 +191,7 @@ def _nest_chunks(stmt: tirx.For, chunks: int) -> list[_Access]:
     for c in range(chunks):
         acc = _Access({}, {})
         for realize, loops in found:
-            _merge(acc, _access([(realize, loops)],
-                                _loop_dom(loops, (c * size, c * size + size - 1))))
+            _merge(acc, _access(realize, _loop_dom(loops, (c * size, c * size + size - 1))))
         out.append(acc)
     return out
 

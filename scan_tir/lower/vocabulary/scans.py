@@ -171,7 +171,8 @@ def block_realize(sch: Schedule, block: SBlockRV, innermost: LoopRV) -> s_tir.SB
     return found[0]
 
 
-def _mentions(expr: tirx.Expr, var: tirx.Var) -> bool:
+def mentions(expr: tirx.Expr, var: tirx.Var) -> bool:
+    """Does ``expr`` use ``var``?"""
     return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr, []))
 
 
@@ -192,7 +193,7 @@ def free_loops(sch: Schedule, block: SBlockRV, loops: list[LoopRV]) -> list[bool
             node.kind == tirx.ForKind.SERIAL
             and not node.annotations
             and isinstance(node.extent, tirx.IntImm)
-            and not any(_mentions(v, node.loop_var) for v in reduce_values)
+            and not any(mentions(v, node.loop_var) for v in reduce_values)
         )
     return flags
 
