@@ -13,12 +13,20 @@ It is a postproc, not a schedule rule, because TVM 0.27 corrupts its heap when a
 rule runs schedule primitives on the copies MultiLevelTiling forks inside PostOrderApply
 (notes.md); its decision follows from the sampled tiles and parallel limit.
 
-An elementwise block left at the step's top level after that (because the fusion was
-refused before it: topi's LSTM cell update reads the gates at constant indices) goes under
-the outermost loop of the earlier nest that holds all its producers in the step, when that
-is one nest: a copy of the new state (``LoweringOptions.copies_in_step``) is
-made row by row, right after the update computes the row, in the update's parallel region
-instead of one of its own.
+A consumer that reads the product at a constant index (a gate: topi's LSTM reads
+``gates[b, 2, j]``, the GRU ``hw[b, 1, j]``) cannot go there: TVM's region solver gives
+up on the constant. Its nest, and every later one, is then merged whole into the tile
+loops instead: the loops down to the fusion point fused into one, the consumer's loops
+fused and split into as many runs, the two merged with ``Schedule.merge``. That primitive
+checks no dependence, so each merge is first made on a copy and kept only where
+``merge_problem`` shows that no iteration of the merged nest touches what another
+iteration writes or reads (each tile's gate math reads only that tile's products). The
+cell update then runs inside the product's parallel region: one fork per step.
+
+An elementwise block left at the step's top level after that goes under the outermost loop
+of the earlier nest that holds all its producers in the step, when that is one nest: a copy
+of the new state (``LoweringOptions.copies_in_step``) is made row by row, right after the
+update computes the row, in the update's parallel region instead of one of its own.
 
 Touches: blocks inside one step only (the reduction's consumers in that step and the
 consumers of those left unfused). Runs before RewriteStepParallelVectorizeUnroll.
@@ -37,6 +45,7 @@ from scan_tir.lower.vocabulary import (
     STEP_PARALLEL,
     block_realize,
     free_loops,
+    merge_problem,
     nested_prefix,
     step_blocks,
 )
@@ -110,6 +119,44 @@ def _splits_a_constant_read(sch: Schedule, consumer: SBlockRV, outer: list[LoopR
     return False
 
 
+def _tiled(sch: Schedule, consumer: SBlockRV, n: int) -> LoopRV | None:
+    """The nest of ``consumer`` (a block alone in it) as one loop of ``n`` iterations over
+    equal runs of its iterations, in order: its loops fused, then split."""
+    loops = sch.get_loops(consumer)
+    if not loops or len(sch.get_child_blocks(loops[0])) != 1:
+        return None
+    extents = [sch.get(lp).extent for lp in loops]
+    if not all(isinstance(e, tirx.IntImm) for e in extents):
+        return None
+    total = 1
+    for e in extents:
+        total *= int(e)
+    if total % n:
+        return None
+    whole = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    return sch.split(whole, [n, None])[0]
+
+
+def _merged(sch: Schedule, head: list[LoopRV], consumer: SBlockRV) -> LoopRV | None:
+    """The loop that ``head`` (nested loops) fuse into, with the nest of ``consumer`` merged
+    into it, iteration by iteration; None, leaving ``sch`` as it was, where the merge would
+    change the result (:func:`merge_problem`, checked on a copy first) or TVM refuses it."""
+    trial = sch.copy()
+    for attempt in (trial, sch):
+        try:
+            loop = attempt.fuse(*head) if len(head) > 1 else head[0]
+            n = attempt.get(loop).extent
+            tail = _tiled(attempt, consumer, int(n)) if isinstance(n, tirx.IntImm) else None
+            if tail is None:
+                return None
+            merged = attempt.merge(loop, tail)
+        except (s_tir.ScheduleError, ValueError):
+            return None
+        if attempt is trial and merge_problem(trial.get(merged)):
+            return None
+    return merged
+
+
 def _fuse_consumers(sch: Schedule, step: SBlockRV, limit: int) -> None:
     children = list(sch.get_child_blocks(step))
     for position, block in enumerate(children):
@@ -121,18 +168,24 @@ def _fuse_consumers(sch: Schedule, step: SBlockRV, limit: int) -> None:
         at_node = sch.get(at)
         loops = sch.get_loops(block)
         outer = loops[: [sch.get(lp).same_as(at_node) for lp in loops].index(True) + 1]
+        merged = None
         for consumer in children[position + 1 :]:
             if _is_reduction(sch, consumer):
                 break
-            if any(sch.get(lp).same_as(at_node) for lp in sch.get_loops(consumer)):
-                continue  # already inside (MultiLevelTiling's cache-write block)
-            if _splits_a_constant_read(sch, consumer, outer):
-                break
-            try:
-                sch.reverse_compute_at(consumer, at, preserve_unit_loops=True)
-            except (s_tir.ScheduleError, ValueError):
-                # Refused (the consumer needs more than one tile), or TVM's region solver
-                # gave up (a constant index into the reduction's output): leave the rest.
+            if merged is None:
+                if any(sch.get(lp).same_as(at_node) for lp in sch.get_loops(consumer)):
+                    continue  # already inside (MultiLevelTiling's cache-write block)
+                if not _splits_a_constant_read(sch, consumer, outer):
+                    try:
+                        sch.reverse_compute_at(consumer, at, preserve_unit_loops=True)
+                        continue
+                    except (s_tir.ScheduleError, ValueError):
+                        pass  # the region solver gave up (a constant index: a gate)
+                head = outer
+            else:
+                head = [merged]
+            merged = _merged(sch, head, consumer)
+            if merged is None:
                 break
         return  # one fused region per step
 

@@ -3,7 +3,7 @@
     scan-tir tune WORKLOAD [--sizes k=v,...] --trials N --work-dir D [--rpc HOST:PORT:KEY]
                   [--per-scan]
                   [--legacy] [--[no-]fast-math] [--[no-]copies-in-step] [--[no-]merge-updates]
-    scan-tir db summary D | top D -k K | show D --record I | verify D [--seq N]
+    scan-tir db summary D | top D -k K | show D --record I | verify D [--seq N] [--build-timeout S]
     scan-tir db export D [--csv F] [--json F] | plot D --out DIR | compare D1 D2
     scan-tir db prune D --keep K
     scan-tir compile MODEL.onnx|MODEL.pt2 --trials N --work-dir D --out LIB.so [--sizes k=v,...]
@@ -110,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--record", "-r", type=int, required=True)
     verify = db.add_parser("verify", help="replay every record, check numerics and scans")
     verify.add_argument("--tol", type=float, default=1e-4)
+    verify.add_argument("--build-timeout", type=float, default=120.0, metavar="S",
+                        help="a record whose build takes longer fails (default 120)")
     verify.add_argument("--seq", type=int, help="replay at this sequence length instead of "
                         "the tuned one (zoo workloads only)")
     export = db.add_parser("export", help="records as CSV and/or JSON")
@@ -253,7 +255,7 @@ def _db(args: argparse.Namespace) -> int:
         except IndexError as err:
             raise UsageError(str(err)) from None
     elif args.action == "verify":
-        return _verify(db, dbm, default_target(), args.tol, log, args.seq)
+        return _verify(db, dbm, default_target(), args.tol, log, args.seq, args.build_timeout)
     elif args.action == "export":
         if not args.csv and not args.json:
             raise UsageError("db export: give --csv FILE and/or --json FILE")
@@ -281,7 +283,7 @@ def _db(args: argparse.Namespace) -> int:
     return SKIPPED_LINES if db.problems else OK
 
 
-def _verify(db, dbm, target, tol: float, log, seq: int | None) -> int:
+def _verify(db, dbm, target, tol: float, log, seq: int | None, build_timeout_s: float) -> int:
     if seq is not None and seq < 1:
         raise UsageError(f"db verify: --seq must be at least 1, got {seq}")
 
@@ -289,7 +291,9 @@ def _verify(db, dbm, target, tol: float, log, seq: int | None) -> int:
         state = "ok" if v.ok else f"FAILED: {v.problem}"
         log(f"verify: record {v.index} ({v.index + 1}/{total}): error {_ms(v.max_error)} {state}")
 
-    verdicts = dbm.verify(db, target, tol, on_verdict=progress, seq=seq)
+    verdicts = dbm.verify(
+        db, target, tol, on_verdict=progress, seq=seq, build_timeout_s=build_timeout_s
+    )
     failed = [v for v in verdicts if not v.ok]
     skipped = len(db.entries) - len(verdicts)
     for v in failed:

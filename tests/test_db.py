@@ -148,6 +148,17 @@ def test_verify_at_another_length(tiny, host_target, monkeypatch):
     assert all("wrong result" in v.problem and "lstm(seq=37," in v.problem for v in verdicts)
 
 
+def test_verify_gives_a_verdict_for_a_build_that_does_not_finish(tiny, host_target):
+    """A build past its time is killed and failed, and the check goes on to the next; with
+    time enough, the same builders' libraries pass."""
+    db = sdb.load(tiny)
+    verdicts = sdb.verify(db, host_target, build_timeout_s=0.01)
+    assert len(verdicts) == 4 and not any(v.ok for v in verdicts)
+    assert all("Timeout" in v.problem and math.isnan(v.max_error) for v in verdicts), verdicts
+    verdicts = sdb.verify(db, host_target, build_timeout_s=120)
+    assert len(verdicts) == 4 and all(v.ok for v in verdicts), verdicts
+
+
 def test_verify_at_another_length_needs_a_zoo_workload(tiny, host_target, monkeypatch):
     """A workload the zoo cannot rebuild: a verdict per record that says so, not a crash."""
     monkeypatch.setattr(sdb.TuningDB, "workload", lambda self, index: None)

@@ -191,3 +191,45 @@ def test_epilogue_fusion_never_splits_a_constant_index_read(gate_outer_first):
         assert outer.same_as(tiles) == fused, name
     got, ref = outputs(workload, compile_func(sch.mod["main"]), workload.input_arrays(seed=7))
     assert_close(got, ref)
+
+
+#: The product, the gate blocks AutoInline inlines, and the cell update that then reads
+#: several gates of the product at constant indices (which TVM's region solver cannot
+#: place under the tiles: reverse_compute_at gives up).
+PRODUCTS = {
+    "lstm": ("s_h2h", ("i_gate", "f_gate", "g_gate", "o_gate"), ("next_c", "next_h")),
+    "gru": ("hw_dense", ("r", "z", "n"), ("h_new",)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PRODUCTS))
+def test_gate_math_is_merged_into_the_product_tiles(kind):
+    """With the gates inlined, the cell update reads several gates of the product at
+    constant indices; its nest is merged into the product's tile loop (checked by
+    ``merge_problem``), so the whole step is one parallel loop: one fork per step. Correct
+    at 1024 steps on 2 threads."""
+    workload = get(kind, seq=1024, batch=1, input=6, hidden=64)
+    func = workload.prim_func()
+    product, gates, cell = PRODUCTS[kind]
+    sch = s_tir.Schedule(func)
+    for gate in gates:
+        sch.compute_inline(sch.get_sblock(gate))
+    sch.annotate(sch.get_sblock(f"{kind}_scan_step"), STEP_PARALLEL, 16)
+    b, gate, j, _ = sch.get_loops(sch.get_sblock(product))
+    tile, inner = sch.split(j, [8, None])
+    sch.reorder(b, tile, gate, inner)
+    assert FuseStepEpilogue().apply(sch)
+    assert RewriteStepParallelVectorizeUnroll().apply(sch)
+    scheduled = sch.mod["main"]
+    (scan,) = scan_tir.find_scans(scheduled)
+    assert loop_kinds(scan.step.body).count(tvm.tirx.ForKind.PARALLEL) == 1
+    # One nest: every block of the step (the state copies too) in the one parallel loop.
+    body = scan.step.body
+    assert isinstance(body, tvm.tirx.For), type(body)
+    assert body.kind == tvm.tirx.ForKind.PARALLEL and int(body.extent) == 8
+    tiles = sch.get(sch.get_loops(sch.get_sblock(product))[0])
+    for name in cell:
+        assert sch.get(sch.get_loops(sch.get_sblock(name))[0]).same_as(tiles), name
+    assert scan_tir.scan_violations(scheduled, expected(func)) == []
+    got, ref = outputs(workload, compile_func(scheduled), workload.input_arrays(seed=5))
+    assert_close(got, ref)

@@ -69,6 +69,14 @@ def build(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Module:
     return tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline=PIPELINE).jit()
 
 
+def build_unloaded(mod: tvm.IRModule, target: Target, _params: object) -> tvm.runtime.Module:
+    """:func:`build` as a LocalBuilder build function (``tune.measure.build_candidate``
+    without prepacking: verification runs the function as tuned, on unpacked weights)."""
+    from tvm.driver import build as tvm_build
+
+    return tvm_build(mod, target=target, pipeline=PIPELINE)
+
+
 def call(lib: tvm.runtime.Module, args: list[np.ndarray]) -> list[np.ndarray]:
     """Call ``lib`` on copies of ``args``; every argument after the call."""
     tensors = [tvm.runtime.tensor(a.copy()) for a in args]

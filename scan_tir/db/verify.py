@@ -6,10 +6,16 @@ compared with its numpy reference (:mod:`.numerics`; the untuned function's own 
 for a workload not from the zoo). Records that failed when tuned are skipped: MetaSchedule
 already knows they do not build or run. With ``seq``, a zoo workload is rebuilt at that
 sequence length and every record is replayed and checked there instead.
+
+With a build timeout, records are built by MetaSchedule's LocalBuilder, a few at a time, so
+that a build that does not finish (one of S-LEGACY's sat in LLVM for over nine minutes,
+notes.md) gets a verdict saying so instead of holding the whole check.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,12 +44,17 @@ class Verdict:
         return not self.problem
 
 
+#: Records built together (by LocalBuilder's workers, one per core) between verdicts.
+BATCH = 8
+
+
 def verify(
     db: TuningDB,
     target: Target,
     tol: float = 1e-4,
     on_verdict: Callable[[Verdict, int], None] | None = None,
     seq: int | None = None,
+    build_timeout_s: float | None = None,
 ) -> list[Verdict]:
     """A verdict per valid record; ``on_verdict(verdict, total)`` after each (progress).
 
@@ -61,6 +72,10 @@ def verify(
         checked against the untuned segment's own output there), can be rebuilt; each
         record of another gets a verdict saying so.
         None: each record on its database's own function, at the tuned length.
+    build_timeout_s
+        Build in LocalBuilder's worker processes, and fail a record whose build takes
+        longer with a verdict saying so (``scan-tir db verify`` does, by default; the
+        workers' start costs seconds per batch). None: build here, without a limit.
     """
     valid = [e for e in db.entries if e.valid]
     subjects: dict[int, tuple[tirx.PrimFunc, numerics.Case, list[Expected]] | str] = {}
@@ -70,15 +85,28 @@ def verify(
             subjects[w] = func, c, expected_scans(tvm.IRModule({"main": func}))["main"]
         except Exception as exc:  # not from the zoo, lowering at seq, TVM's errors
             subjects[w] = _why(exc)
-    verdicts = []
-    for e in valid:
-        subject = subjects[e.workload]
-        if isinstance(subject, str):
-            verdicts.append(Verdict(e.index, float("nan"), subject))
-        else:
-            verdicts.append(_check(e.index, e.record, *subject, target, tol))
-        if on_verdict is not None:
-            on_verdict(verdicts[-1], len(valid))
+    verdicts: list[Verdict] = []
+    for start in range(0, len(valid), BATCH):
+        scheduled = {}
+        for e in valid[start:start + BATCH]:
+            subject = subjects[e.workload]
+            scheduled[e.index] = (
+                _scheduled(e.record, *subject) if not isinstance(subject, str) else subject
+            )
+        built = _build(
+            {i: s[0] for i, s in scheduled.items() if not isinstance(s, str)},
+            target,
+            build_timeout_s,
+        )
+        for e in valid[start:start + BATCH]:
+            s = scheduled[e.index]
+            if isinstance(s, str):
+                verdict = Verdict(e.index, float("nan"), s)
+            else:
+                verdict = _check(e.index, built[e.index], s[1], subjects[e.workload][1], tol)
+            verdicts.append(verdict)
+            if on_verdict is not None:
+                on_verdict(verdict, len(valid))
     return verdicts
 
 
@@ -106,25 +134,65 @@ def _subject(
     return func, numerics.zoo_case(resized, func)
 
 
-def _check(
-    index: int,
+def _scheduled(
     record: ms.database.TuningRecord,
     untuned: tirx.PrimFunc,
-    c: numerics.Case,
+    _case: numerics.Case,
     expected: list[Expected],
-    target: Target,
-    tol: float,
-) -> Verdict:
-    err, problem = float("nan"), ""
+) -> tuple[tirx.PrimFunc, list[str]] | str:
+    """The record's function and how it breaks the scans; or why its trace does not apply."""
     try:
         func = replay(record, untuned)
-        broken = scan_violations(func, expected)
-        # Numerics too when the scan is broken: says whether the break is harmful yet.
-        err = numerics.max_error(numerics.call(numerics.build(func, target), c.args), c)
-        found = [f"breaks the scan: {'; '.join(broken)}"] if broken else []
+        return func, scan_violations(func, expected)
+    except Exception as exc:  # TVM's errors: the trace does not replay
+        return _why(exc)
+
+
+def _build(
+    funcs: dict[int, tirx.PrimFunc], target: Target, timeout_s: float | None
+) -> dict[int, tvm.runtime.Module | str]:
+    """Each function built and loaded, or why it was not: here, or in LocalBuilder's worker
+    processes (which kill a build after ``timeout_s``)."""
+    built: dict[int, tvm.runtime.Module | str] = {}
+    if timeout_s is None or not funcs:
+        for index, func in funcs.items():
+            try:
+                built[index] = numerics.build(func, target)
+            except Exception as exc:  # TVM's errors: codegen refuses
+                built[index] = _why(exc)
+        return built
+    builder = ms.builder.LocalBuilder(timeout_sec=timeout_s, f_build=numerics.build_unloaded)
+    inputs = [ms.builder.BuilderInput(tvm.IRModule({"main": f}), target) for f in funcs.values()]
+    for index, result in zip(funcs, builder.build(inputs)):
+        if result.error_msg:
+            lines = [x for x in str(result.error_msg).splitlines() if x.strip()]
+            built[index] = f"build failed: {lines[-1][:200] if lines else ''}"
+            continue
+        try:
+            built[index] = tvm.runtime.load_module(result.artifact_path)
+        except Exception as exc:  # the exported library does not load
+            built[index] = _why(exc)
+        finally:
+            shutil.rmtree(os.path.dirname(result.artifact_path), ignore_errors=True)
+    return built
+
+
+def _check(
+    index: int,
+    built: tvm.runtime.Module | str,
+    broken: list[str],
+    c: numerics.Case,
+    tol: float,
+) -> Verdict:
+    # Numerics too when the scan is broken: says whether the break is harmful yet.
+    found = [f"breaks the scan: {'; '.join(broken)}"] if broken else []
+    if isinstance(built, str):
+        return Verdict(index, float("nan"), "; ".join([*found, built]))
+    err = float("nan")
+    try:
+        err = numerics.max_error(numerics.call(built, c.args), c)
         if not err <= tol:
             found.append(f"wrong result: error {err:.3g} > {tol:g} vs {c.reference}")
-        problem = "; ".join(found)
-    except Exception as exc:  # TVM's errors: trace does not replay, codegen refuses
-        problem = _why(exc)
-    return Verdict(index, err, problem)
+    except Exception as exc:  # the call raises
+        found.append(_why(exc))
+    return Verdict(index, err, "; ".join(found))

@@ -21,8 +21,8 @@ the output in input order and the final states from them in Relax (see
 
 The LSTM is ``topi.nn.lstm`` unchanged (it already takes optional biases, initial states, a
 projection, peepholes and a reverse direction). The zoo's GRU and Elman builders start from
-zeros and run forward only, so their step is written here again with initial-state input and
-direction, from the zoo's parts (``scan_tir.workloads.parts``).
+zeros and run forward only; a layer starts from its initial-state input, in its direction,
+with the zoo's GRU step (``scan_tir.workloads.gru.step``) and Elman parts.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..errors import ScanLoweringError
 from ..lower.convert import create_prim_func
 from ..lower.options import LoweringOptions
 from ..lower.te_scan import scan
+from ..workloads import gru
 from ..workloads.elman import ACTIVATIONS
 from ..workloads.parts import drop_init, input_projection, recurrent_projection
 
@@ -145,31 +146,11 @@ class LayerSpec:
 
 
 def _gru_step(spec: LayerSpec, xw: te.Tensor, h: te.Tensor, wh: te.Tensor, bh: te.Tensor):
-    """h' of ``nn.GRU`` (the zoo's gru.py: r, z, n; the reset gate scales Wh_n h + Bh_n)."""
+    """h' of ``nn.GRU`` (the zoo's ``gru.step``: r, z, n; the reset gate scales
+    Wh_n h + Bh_n)."""
     if not spec.linear_before_reset:
         return _gru_step_reset_before(spec, xw, h, wh, bh)
-    hidden = spec.hidden
-    hw = recurrent_projection(h, wh, bh, "hw")
-    x_t = _input_step(spec, xw)
-
-    def gate(t, b, j, g):
-        return xw[x_t(t), b, g * hidden + j] + hw[t, b, g * hidden + j]
-
-    shape = h.shape
-    r = te.compute(shape, lambda t, b, j: te.sigmoid(gate(t, b, j, 0)), name="r")
-    z = te.compute(shape, lambda t, b, j: te.sigmoid(gate(t, b, j, 1)), name="z")
-    n = te.compute(
-        shape,
-        lambda t, b, j: te.tanh(
-            xw[x_t(t), b, 2 * hidden + j] + r[t, b, j] * hw[t, b, 2 * hidden + j]
-        ),
-        name="n",
-    )
-    return te.compute(
-        shape,
-        lambda t, b, j: (1.0 - z[t, b, j]) * n[t, b, j] + z[t, b, j] * h[t - 1, b, j],
-        name="h_new",
-    )
+    return gru.step(xw, h, wh, bh, _input_step(spec, xw))
 
 
 def _gru_step_reset_before(

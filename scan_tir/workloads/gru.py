@@ -4,10 +4,14 @@ Gates r, z, n, stacked in that order in Wi (3 hidden, input) and Wh (3 hidden, h
 biases Bi and Bh (3 hidden,); the reset gate scales the recurrent part of n *after* its bias,
 n = tanh(Wi_n x + Bi_n + r * (Wh_n h + Bh_n)), which is why Bh cannot be folded into Bi.
 As in topi's LSTM, the input projection (and Bi) is one compute over all steps before the
-scan: only Wh's product is recurrent. Xs (seq, batch, input) -> hs (seq, batch, hidden).
+scan: only Wh's product is recurrent, one product of the three gates' rows per step, laid
+out (batch, gate, hidden) so that the gate math can be fused into its tiles.
+Xs (seq, batch, input) -> hs (seq, batch, hidden).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from tvm import te
@@ -25,6 +29,33 @@ from .parts import (
 )
 
 
+def step(
+    xw: te.Tensor, h: te.Tensor, wh: te.Tensor, bh: te.Tensor, x_row: Callable = lambda t: t - 1
+) -> te.Tensor:
+    """h' of ``nn.GRU`` for every step t of a scan over state ``h`` (index 0 the init row),
+    input projection ``xw`` (its row ``x_row(t)`` at step t: reversed, for a reverse layer)."""
+    hidden = h.shape[2]
+    hw = recurrent_projection(h, wh, bh, "hw", gates=3)
+
+    def gate(t, b, j, g):
+        """Gate g's pre-activation, input and recurrent parts summed (r: 0, z: 1)."""
+        return xw[x_row(t), b, g * hidden + j] + hw[t, b, g, j]
+
+    shape = h.shape
+    r = te.compute(shape, lambda t, b, j: te.sigmoid(gate(t, b, j, 0)), name="r")
+    z = te.compute(shape, lambda t, b, j: te.sigmoid(gate(t, b, j, 1)), name="z")
+    n = te.compute(
+        shape,
+        lambda t, b, j: te.tanh(xw[x_row(t), b, 2 * hidden + j] + r[t, b, j] * hw[t, b, 2, j]),
+        name="n",
+    )
+    return te.compute(
+        shape,
+        lambda t, b, j: (1.0 - z[t, b, j]) * n[t, b, j] + z[t, b, j] * h[t - 1, b, j],
+        name="h_new",
+    )
+
+
 def build(seq: int, batch: int, input: int, hidden: int) -> list[te.Tensor]:
     xs = te.placeholder((seq, batch, input), name="Xs")
     wi = te.placeholder((3 * hidden, input), name="Wi")
@@ -34,28 +65,7 @@ def build(seq: int, batch: int, input: int, hidden: int) -> list[te.Tensor]:
     xw = input_projection(xs, wi, bi, "xw")
     h = te.placeholder((seq + 1, batch, hidden), name="h")
     h0 = te.compute((1, batch, hidden), lambda *_: te.const(0.0, "float32"), name="h0")
-    hw = recurrent_projection(h, wh, bh, "hw")
-
-    def gate(t, b, j, g):
-        """Gate g's pre-activation, input and recurrent parts summed (r: 0, z: 1)."""
-        return xw[t - 1, b, g * hidden + j] + hw[t, b, g * hidden + j]
-
-    shape = (seq + 1, batch, hidden)
-    r = te.compute(shape, lambda t, b, j: te.sigmoid(gate(t, b, j, 0)), name="r")
-    z = te.compute(shape, lambda t, b, j: te.sigmoid(gate(t, b, j, 1)), name="z")
-    n = te.compute(
-        shape,
-        lambda t, b, j: te.tanh(
-            xw[t - 1, b, 2 * hidden + j] + r[t, b, j] * hw[t, b, 2 * hidden + j]
-        ),
-        name="n",
-    )
-    h_new = te.compute(
-        shape,
-        lambda t, b, j: (1.0 - z[t, b, j]) * n[t, b, j] + z[t, b, j] * h[t - 1, b, j],
-        name="h_new",
-    )
-    hs = drop_init(scan(h0, h_new, h, name="gru_scan"), "hidden_states")
+    hs = drop_init(scan(h0, step(xw, h, wh, bh), h, name="gru_scan"), "hidden_states")
     return [xs, wi, wh, bi, bh, hs]
 
 

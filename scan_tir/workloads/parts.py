@@ -23,16 +23,31 @@ def input_projection(xs: te.Tensor, wi: te.Tensor, bi: te.Tensor, name: str) -> 
     return te.compute(shape, lambda t, b, j: xw[t, b, j] + bi[j], name=name)
 
 
-def recurrent_projection(state: te.Tensor, wh: te.Tensor, bh: te.Tensor, name: str) -> te.Tensor:
-    """``state[t-1] @ wh.T + bh`` for every step t of a scan (index 0 is the init row)."""
+def recurrent_projection(
+    state: te.Tensor, wh: te.Tensor, bh: te.Tensor, name: str, gates: int = 1
+) -> te.Tensor:
+    """``state[t-1] @ wh.T + bh`` for every step t of a scan (index 0 is the init row).
+
+    With ``gates`` > 1 the rows of ``wh`` are that many gates stacked, and the product is
+    (steps, batch, gates, hidden), as topi's LSTM lays out its own: a tile over hidden units
+    then holds every gate of those units, so a cell update that reads all the gates can be
+    fused into the product's tiles (``FuseStepEpilogue``) instead of running as a pass of
+    its own after it.
+    """
     k = te.reduce_axis((0, wh.shape[1]), name="kh")
-    shape = (state.shape[0], state.shape[1], wh.shape[0])
+    rows = wh.shape[0]
+    if gates == 1:
+        shape, row = (state.shape[0], state.shape[1], rows), (lambda j: j)
+    else:
+        hidden = rows // gates
+        shape = (state.shape[0], state.shape[1], gates, hidden)
+        row = lambda g, j: g * hidden + j  # noqa: E731
     hw = te.compute(
         shape,
-        lambda t, b, j: te.sum(state[t - 1, b, k] * wh[j, k], axis=k),
+        lambda t, b, *g: te.sum(state[t - 1, b, k] * wh[row(*g), k], axis=k),
         name=name + "_dense",
     )
-    return te.compute(shape, lambda t, b, j: hw[t, b, j] + bh[j], name=name)
+    return te.compute(shape, lambda t, b, *g: hw[(t, b, *g)] + bh[row(*g)], name=name)
 
 
 def drop_init(states: te.Tensor, name: str) -> te.Tensor:

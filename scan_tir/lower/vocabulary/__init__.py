@@ -12,6 +12,8 @@ nothing else from the project, so ``meta_rules`` and ``postprocs`` depend on it 
   groups of scans, their ``LANE`` marks);
 - ``pipelining``: a scan run a chunk behind the scan that feeds it (``PIPELINE`` marks),
   and the check that the wavefront computes what program order does;
+- ``regions``: what a piece of a nest reads and writes, and whether two pieces may trade
+  places (the checks of pipelining and of merged nests);
 - ``invariants``: what every schedule must keep (``scan_violations``).
 """
 
@@ -38,6 +40,7 @@ from .pipelining import (
     split_between,
     time_loop,
 )
+from .regions import merge_problem
 from .scans import (
     CONCURRENT,
     DATA_PAR,
@@ -97,6 +100,7 @@ __all__ = [
     "lane_groups",
     "may_precede",
     "mentions",
+    "merge_problem",
     "nested_prefix",
     "pipeline_problem",
     "pipelines",

@@ -24,8 +24,8 @@ regions: the pipelined order keeps every pair of accesses to the same memory, on
 a write, in the original order. Among the parts (the first scan, the projection nests, the
 second scan, in program order), part a's chunk i runs after part b's chunk j (a before b)
 exactly when i > j, so no such pair may touch the same memory. Each chunk's regions are
-bounded over its own loop ranges (``sym.Analyzer`` interval sets, an over-approximation, so
-a pass of the check is never wrong): a projection nest whose outermost loop runs over the
+bounded over its own loop ranges (:mod:`.regions`: an over-approximation, so a pass of the
+check is never wrong): a projection nest whose outermost loop runs over the
 hidden units rather than over time fails it and is refused, with the reason.
 
 The mark is :data:`PIPELINE` on the second scan's unit loop, the most chunks as its value:
@@ -41,11 +41,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import tvm_ffi
 from tvm import s_tir, tirx
-from tvm.sym import Analyzer, IntervalSet
+from tvm.sym import IntervalSet
 
 from .independence import is_scan_statement, may_precede, root_statements
+from .regions import Access, access, chunks_of, conflict, loop_dom, realizes
 from .scans import LANE, SCAN_STEP
 
 #: On the unit loop of a scan: run it in this many chunks, one chunk behind the scan before
@@ -54,11 +54,6 @@ PIPELINE = "scan_tir.pipeline"
 #: The decision ``meta_rules.PipelinedScans`` leaves on a scan block: at most this many
 #: chunks (0: not pipelined).
 PIPELINED = "scan_tir.pipelined"
-
-#: Per buffer, the box (lowest and highest index per dimension) of what a chunk reads or
-#: writes.
-Boxes = dict[tirx.Buffer, list[tuple[int, int]]]
-
 
 @dataclass(frozen=True)
 class Pipeline:
@@ -76,12 +71,6 @@ class Pipeline:
     steps: int
 
 
-@dataclass
-class _Access:
-    reads: Boxes
-    writes: Boxes
-
-
 def time_loop(stmt: tirx.For) -> tuple[list[tirx.Stmt], tirx.For, list[tirx.Stmt]]:
     """A scan statement's statements before its time loop, the loop, and those after."""
     body = stmt.body.block.body
@@ -93,131 +82,17 @@ def time_loop(stmt: tirx.For) -> tuple[list[tirx.Stmt], tirx.For, list[tirx.Stmt
     raise ValueError("a scan statement without a time loop")
 
 
-def _realizes(stmt: tirx.Stmt, loops: list[tirx.For], out: list) -> None:
-    """Each outermost block realize under ``stmt`` with the loops above it (within
-    ``stmt``)."""
-    if isinstance(stmt, s_tir.SBlockRealize):
-        out.append((stmt, list(loops)))
-    elif isinstance(stmt, tirx.For):
-        _realizes(stmt.body, [*loops, stmt], out)
-    elif isinstance(stmt, tirx.SeqStmt):
-        for s in stmt.seq:
-            _realizes(s, loops, out)
-    elif isinstance(stmt, tirx.IfThenElse):
-        _realizes(stmt.then_case, loops, out)
-        if stmt.else_case is not None:
-            _realizes(stmt.else_case, loops, out)
-    elif hasattr(stmt, "body"):
-        _realizes(stmt.body, loops, out)
-
-
-def _bounds(analyzer: Analyzer, expr: tirx.Expr, dom: dict) -> tuple[int, int] | None:
-    s = analyzer.int_set(expr, dom)
-    lo, hi = analyzer.simplify(s.min_value), analyzer.simplify(s.max_value)
-    if isinstance(lo, tirx.IntImm) and isinstance(hi, tirx.IntImm):
-        return int(lo), int(hi)
-    return None
-
-
-def _add(boxes: Boxes, region: object, binding: list, dom: dict) -> None:
-    """Widen ``boxes`` by ``region`` of a block whose iterators are bound as ``binding``
-    ((iterator, value) pairs), over the loop ranges ``dom``."""
-
-    def bound(var: tirx.Var) -> tirx.Expr:
-        return next((value for iv, value in binding if iv.same_as(var)), var)
-
-    analyzer = Analyzer()
-    box = []
-    for dim, r in zip(region.source.shape, region.region):
-        lo = _bounds(analyzer, tvm_ffi.structural_map(r.min, (tirx.Var, bound)), dom)
-        last = tvm_ffi.structural_map(r.min + r.extent - 1, (tirx.Var, bound))
-        hi = _bounds(analyzer, last, dom)
-        if lo is not None and hi is not None:
-            box.append((lo[0], hi[1]))
-        elif isinstance(dim, tirx.IntImm):  # not bounded: the whole dimension
-            box.append((0, int(dim) - 1))
-        else:
-            box.append((-(2**62), 2**62))
-    old = boxes.get(region.source)
-    boxes[region.source] = box if old is None else _hull(old, box)
-
-
-def _hull(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    return [(min(x[0], y[0]), max(x[1], y[1])) for x, y in zip(a, b)]
-
-
-def _access(realize: s_tir.SBlockRealize, dom: dict) -> _Access:
-    """What the block of ``realize`` reads and writes over the loop ranges ``dom``."""
-    acc = _Access({}, {})
-    block = realize.block
-    binding = [(iv.var, value) for iv, value in zip(block.iter_vars, realize.iter_values)]
-    for r in block.reads:
-        _add(acc.reads, r, binding, dom)
-    for w in block.writes:
-        _add(acc.writes, w, binding, dom)
-    return acc
-
-
-def _loop_dom(loops: list[tirx.For], outer: tuple[int, int] | None) -> dict:
-    dom = {}
-    for k, loop in enumerate(loops):
-        if k == 0 and outer is not None:
-            dom[loop.loop_var] = IntervalSet(*outer)
-        else:
-            dom[loop.loop_var] = IntervalSet(loop.min, loop.min + loop.extent - 1)
-    return dom
-
-
-def _scan_chunks(stmt: tirx.For, chunks: int, steps: int) -> list[_Access]:
+def _scan_chunks(stmt: tirx.For, chunks: int, steps: int) -> list[Access]:
     before, loop, _ = time_loop(stmt)
-    prelude: list = []
-    for s in before:
-        _realizes(s, [], prelude)
+    prelude = [r for s in before for r in realizes(s)]
     out = []
     for c in range(chunks):
-        acc = _access(loop.body, {loop.loop_var: IntervalSet(c * steps, c * steps + steps - 1)})
+        acc = access(loop.body, {loop.loop_var: IntervalSet(c * steps, c * steps + steps - 1)})
         if c == 0:  # the initial copies run before the first chunk's steps
             for realize, loops in prelude:
-                _merge(acc, _access(realize, _loop_dom(loops, None)))
+                acc.include(access(realize, loop_dom(loops)))
         out.append(acc)
     return out
-
-
-def _nest_chunks(stmt: tirx.For, chunks: int) -> list[_Access]:
-    found: list = []
-    _realizes(stmt, [], found)
-    size = int(stmt.extent) // chunks
-    out = []
-    for c in range(chunks):
-        acc = _Access({}, {})
-        for realize, loops in found:
-            _merge(acc, _access(realize, _loop_dom(loops, (c * size, c * size + size - 1))))
-        out.append(acc)
-    return out
-
-
-def _merge(into: _Access, more: _Access) -> None:
-    for mine, theirs in ((into.reads, more.reads), (into.writes, more.writes)):
-        for buf, box in theirs.items():
-            old = mine.get(buf)
-            mine[buf] = box if old is None else _hull(old, box)
-
-
-def _overlap(a: Boxes, b: Boxes) -> tirx.Buffer | None:
-    for buf, box in a.items():
-        other = b.get(buf)
-        if other is not None and all(x[0] <= y[1] and y[0] <= x[1] for x, y in zip(box, other)):
-            return buf
-    return None
-
-
-def _conflict(a: _Access, b: _Access) -> tirx.Buffer | None:
-    """A buffer both touch where one of them writes (buffers are Vars: no ``or`` here)."""
-    for mine, theirs in ((a.writes, b.reads), (a.reads, b.writes), (a.writes, b.writes)):
-        buf = _overlap(mine, theirs)
-        if buf is not None:
-            return buf
-    return None
 
 
 def _const(expr: tirx.Expr) -> int | None:
@@ -270,17 +145,17 @@ def pipeline_problem(func: tirx.PrimFunc, second: int, chunks: int) -> Pipeline 
     steps = extents[0] // chunks
     parts = [
         (first, _scan_chunks(stmts[first], chunks, steps)),
-        *[(i, _nest_chunks(stmts[i], chunks)) for i in feeds],
+        *[(i, chunks_of(stmts[i], chunks)) for i in feeds],
         (second, _scan_chunks(stmts[second], chunks, steps)),
     ]
     for a, (pa, ca) in enumerate(parts):
-        later = [_Access({}, {}) for _ in range(chunks)]  # hull of ca[j + 1:]
+        later = [Access({}, {}) for _ in range(chunks)]  # hull of ca[j + 1:]
         for j in range(chunks - 2, -1, -1):
-            _merge(later[j], later[j + 1])
-            _merge(later[j], ca[j + 1])
+            later[j].include(later[j + 1])
+            later[j].include(ca[j + 1])
         for pb, cb in parts[a + 1:]:
             for j in range(chunks - 1):
-                buf = _conflict(later[j], cb[j])
+                buf = conflict(later[j], cb[j])
                 if buf is not None:
                     return (
                         f"root statement {pa}'s chunks after chunk {j} touch buffer "
