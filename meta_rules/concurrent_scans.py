@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
-from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
 from scan_tir.lower.vocabulary import (
@@ -28,17 +27,12 @@ from scan_tir.lower.vocabulary import (
     root_statements,
 )
 
+from .multicore import MultiCoreRule
+
 
 @derived_object
-class ConcurrentScans(PyScheduleRule):
+class ConcurrentScans(MultiCoreRule):
     """Sample, for each scan with an independent scan after it, concurrent (1) or not (0)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.num_cores = 1
-
-    def _initialize_with_tune_context(self, context) -> None:
-        self.num_cores = int(context.target.attrs.get("num-cores", 1))
 
     def apply(self, sch: Schedule, block: SBlockRV) -> list[Schedule]:
         node = sch.get(block)
@@ -50,8 +44,3 @@ class ConcurrentScans(PyScheduleRule):
                 if len(concurrent_group(stmts, position)) > 1:
                     sch.annotate(block, CONCURRENT, sch.sample_categorical([0, 1], [0.5, 0.5]))
         return [sch]
-
-    def clone(self) -> ScheduleRule:
-        rule = ConcurrentScans()
-        rule.num_cores = self.num_cores
-        return rule

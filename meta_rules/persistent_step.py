@@ -17,30 +17,19 @@ from __future__ import annotations
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
-from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
 from scan_tir.lower.vocabulary import SCAN_STEP, STEP_PERSISTENT
 
+from .multicore import MultiCoreRule
+
 
 @derived_object
-class PersistentStep(PyScheduleRule):
+class PersistentStep(MultiCoreRule):
     """Sample, for each step block, persistent (1) or fork-and-join (0)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.num_cores = 1
-
-    def _initialize_with_tune_context(self, context) -> None:
-        self.num_cores = int(context.target.attrs.get("num-cores", 1))
 
     def apply(self, sch: Schedule, block: SBlockRV) -> list[Schedule]:
         if self.num_cores < 2 or SCAN_STEP not in sch.get(block).annotations:
             return [sch]
         sch.annotate(block, STEP_PERSISTENT, sch.sample_categorical([0, 1], [0.5, 0.5]))
         return [sch]
-
-    def clone(self) -> ScheduleRule:
-        rule = PersistentStep()
-        rule.num_cores = self.num_cores
-        return rule

@@ -18,7 +18,6 @@ from __future__ import annotations
 from tvm import tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
-from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
 from scan_tir.lower.vocabulary import (
@@ -30,21 +29,16 @@ from scan_tir.lower.vocabulary import (
     time_loop,
 )
 
+from .multicore import MultiCoreRule
+
 #: The most chunks the decision may ask for (0: not pipelined), and how likely each is.
 CHUNKS = [0, 4, 8, 16]
 PROBS = [0.4, 0.2, 0.2, 0.2]
 
 
 @derived_object
-class PipelinedScans(PyScheduleRule):
+class PipelinedScans(MultiCoreRule):
     """Sample, for each scan after another, the most chunks of a pipeline (0: none)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.num_cores = 1
-
-    def _initialize_with_tune_context(self, context) -> None:
-        self.num_cores = int(context.target.attrs.get("num-cores", 1))
 
     def apply(self, sch: Schedule, block: SBlockRV) -> list[Schedule]:
         node = sch.get(block)
@@ -58,8 +52,3 @@ class PipelinedScans(PyScheduleRule):
             if fixed and feeding_scan(stmts, position) is not None:
                 sch.annotate(block, PIPELINED, sch.sample_categorical(CHUNKS, PROBS))
         return [sch]
-
-    def clone(self) -> ScheduleRule:
-        rule = PipelinedScans()
-        rule.num_cores = self.num_cores
-        return rule

@@ -3,7 +3,8 @@
     scan-tir tune WORKLOAD [--sizes k=v,...] --trials N --work-dir D [--rpc HOST:PORT:KEY]
                   [--per-scan]
                   [--legacy] [--[no-]fast-math] [--[no-]copies-in-step] [--[no-]merge-updates]
-    scan-tir db summary D | top D -k K | show D --record I | verify D [--seq N] [--build-timeout S]
+    scan-tir db summary D | top D -k K | show D --record I
+    scan-tir db verify D [--seq N] [--build-timeout S] [--own-targets]
     scan-tir db export D [--csv F] [--json F] | plot D --out DIR | compare D1 D2
     scan-tir db prune D --keep K
     scan-tir compile MODEL.onnx|MODEL.pt2 --trials N --work-dir D --out LIB.so [--sizes k=v,...]
@@ -112,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("--tol", type=float, default=1e-4)
     verify.add_argument("--build-timeout", type=float, default=120.0, metavar="S",
                         help="a record whose build takes longer fails (default 120)")
+    verify.add_argument("--own-targets", action="store_true",
+                        help="build each record for the target it was tuned for "
+                        "(default: this machine's)")
     verify.add_argument("--seq", type=int, help="replay at this sequence length instead of "
                         "the tuned one (zoo workloads only)")
     export = db.add_parser("export", help="records as CSV and/or JSON")
@@ -255,7 +259,10 @@ def _db(args: argparse.Namespace) -> int:
         except IndexError as err:
             raise UsageError(str(err)) from None
     elif args.action == "verify":
-        return _verify(db, dbm, default_target(), args.tol, log, args.seq, args.build_timeout)
+        return _verify(
+            db, dbm, default_target(), args.tol, log, args.seq, args.build_timeout,
+            args.own_targets,
+        )
     elif args.action == "export":
         if not args.csv and not args.json:
             raise UsageError("db export: give --csv FILE and/or --json FILE")
@@ -283,7 +290,9 @@ def _db(args: argparse.Namespace) -> int:
     return SKIPPED_LINES if db.problems else OK
 
 
-def _verify(db, dbm, target, tol: float, log, seq: int | None, build_timeout_s: float) -> int:
+def _verify(
+    db, dbm, target, tol: float, log, seq: int | None, build_timeout_s: float, own: bool
+) -> int:
     if seq is not None and seq < 1:
         raise UsageError(f"db verify: --seq must be at least 1, got {seq}")
 
@@ -292,7 +301,8 @@ def _verify(db, dbm, target, tol: float, log, seq: int | None, build_timeout_s: 
         log(f"verify: record {v.index} ({v.index + 1}/{total}): error {_ms(v.max_error)} {state}")
 
     verdicts = dbm.verify(
-        db, target, tol, on_verdict=progress, seq=seq, build_timeout_s=build_timeout_s
+        db, target, tol, on_verdict=progress, seq=seq, build_timeout_s=build_timeout_s,
+        own_targets=own,
     )
     failed = [v for v in verdicts if not v.ok]
     skipped = len(db.entries) - len(verdicts)

@@ -55,6 +55,7 @@ def verify(
     on_verdict: Callable[[Verdict, int], None] | None = None,
     seq: int | None = None,
     build_timeout_s: float | None = None,
+    own_targets: bool = False,
 ) -> list[Verdict]:
     """A verdict per valid record; ``on_verdict(verdict, total)`` after each (progress).
 
@@ -76,6 +77,11 @@ def verify(
         Build in LocalBuilder's worker processes, and fail a record whose build takes
         longer with a verdict saying so (``scan-tir db verify`` does, by default; the
         workers' start costs seconds per batch). None: build here, without a limit.
+    own_targets
+        Build each record for the target it was tuned for, not ``target`` (a record tuned
+        for generic x86-64 may take LLVM far longer to compile for another CPU: two of
+        S-LEGACY's did not finish in 300 s for znver5, and built in 11 s for their own).
+        ``target`` still builds the untuned function of a workload outside the zoo.
     """
     valid = [e for e in db.entries if e.valid]
     subjects: dict[int, tuple[tirx.PrimFunc, numerics.Case, list[Expected]] | str] = {}
@@ -93,9 +99,9 @@ def verify(
             scheduled[e.index] = (
                 _scheduled(e.record, *subject) if not isinstance(subject, str) else subject
             )
+        targets = {e.index: e.record.target if own_targets else target for e in valid}
         built = _build(
-            {i: s[0] for i, s in scheduled.items() if not isinstance(s, str)},
-            target,
+            {i: (s[0], targets[i]) for i, s in scheduled.items() if not isinstance(s, str)},
             build_timeout_s,
         )
         for e in valid[start:start + BATCH]:
@@ -149,20 +155,20 @@ def _scheduled(
 
 
 def _build(
-    funcs: dict[int, tirx.PrimFunc], target: Target, timeout_s: float | None
+    funcs: dict[int, tuple[tirx.PrimFunc, Target]], timeout_s: float | None
 ) -> dict[int, tvm.runtime.Module | str]:
-    """Each function built and loaded, or why it was not: here, or in LocalBuilder's worker
-    processes (which kill a build after ``timeout_s``)."""
+    """Each function built for its target and loaded, or why it was not: here, or in
+    LocalBuilder's worker processes (which kill a build after ``timeout_s``)."""
     built: dict[int, tvm.runtime.Module | str] = {}
     if timeout_s is None or not funcs:
-        for index, func in funcs.items():
+        for index, (func, target) in funcs.items():
             try:
                 built[index] = numerics.build(func, target)
             except Exception as exc:  # TVM's errors: codegen refuses
                 built[index] = _why(exc)
         return built
     builder = ms.builder.LocalBuilder(timeout_sec=timeout_s, f_build=numerics.build_unloaded)
-    inputs = [ms.builder.BuilderInput(tvm.IRModule({"main": f}), target) for f in funcs.values()]
+    inputs = [ms.builder.BuilderInput(tvm.IRModule({"main": f}), t) for f, t in funcs.values()]
     for index, result in zip(funcs, builder.build(inputs)):
         if result.error_msg:
             lines = [x for x in str(result.error_msg).splitlines() if x.strip()]
