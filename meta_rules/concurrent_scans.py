@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
+from tvm.s_tir.meta_schedule.schedule_rule import ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
 from scan_tir.lower.vocabulary import (
@@ -44,3 +45,6 @@ class ConcurrentScans(MultiCoreRule):
                 if len(concurrent_group(stmts, position)) > 1:
                     sch.annotate(block, CONCURRENT, sch.sample_categorical([0, 1], [0.5, 0.5]))
         return [sch]
+
+    def clone(self) -> ScheduleRule:
+        return self.with_cores(ConcurrentScans())

@@ -11,8 +11,8 @@ from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule, ScheduleRule
 
 
 class MultiCoreRule(PyScheduleRule):
-    """A rule with the target's core count (``num_cores``); subclasses are
-    ``@derived_object`` and take no constructor arguments."""
+    """A rule with the target's core count (``num_cores``); a subclass's ``clone`` is
+    ``return self.with_cores(Subclass())``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -21,7 +21,9 @@ class MultiCoreRule(PyScheduleRule):
     def _initialize_with_tune_context(self, context) -> None:
         self.num_cores = int(context.target.attrs.get("num-cores", 1))
 
-    def clone(self) -> ScheduleRule:
-        rule = type(self._outer())()  # the derived object, as the subclass's name is bound
+    def with_cores(self, rule: ScheduleRule) -> ScheduleRule:
+        """``rule`` (a new instance of the subclass, which ``clone`` must name: the
+        derived object is not reachable from here once MetaSchedule holds only its handle)
+        with this rule's core count."""
         rule.num_cores = self.num_cores
         return rule

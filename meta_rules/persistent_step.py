@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
+from tvm.s_tir.meta_schedule.schedule_rule import ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
 from scan_tir.lower.vocabulary import SCAN_STEP, STEP_PERSISTENT
@@ -33,3 +34,6 @@ class PersistentStep(MultiCoreRule):
             return [sch]
         sch.annotate(block, STEP_PERSISTENT, sch.sample_categorical([0, 1], [0.5, 0.5]))
         return [sch]
+
+    def clone(self) -> ScheduleRule:
+        return self.with_cores(PersistentStep())

@@ -18,6 +18,7 @@ from __future__ import annotations
 from tvm import tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
+from tvm.s_tir.meta_schedule.schedule_rule import ScheduleRule
 from tvm.s_tir.schedule import SBlockRV
 
 from scan_tir.lower.vocabulary import (
@@ -52,3 +53,6 @@ class PipelinedScans(MultiCoreRule):
             if fixed and feeding_scan(stmts, position) is not None:
                 sch.annotate(block, PIPELINED, sch.sample_categorical(CHUNKS, PROBS))
         return [sch]
+
+    def clone(self) -> ScheduleRule:
+        return self.with_cores(PipelinedScans())

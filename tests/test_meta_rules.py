@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import tvm
 from tvm import s_tir
@@ -11,7 +13,7 @@ from util import expected, loop_kinds
 from workloads import gru, lstm
 
 import scan_tir
-from meta_rules import Scoped, scan_rules
+from meta_rules import ConcurrentScans, PersistentStep, PipelinedScans, Scoped, scan_rules
 from scan_tir.lower.vocabulary import STEP_PARALLEL, Role
 
 
@@ -114,3 +116,15 @@ def test_space_holds_a_serial_and_a_parallel_root(target):
     traces = [str(space.trace) for space in _spaces(func, scan_rules(target), target)]
     parallel = ['ann_key="meta_schedule.parallel", ann_val=32' in t for t in traces]
     assert any(parallel) and not all(parallel)
+
+
+@pytest.mark.parametrize("rule", [ConcurrentScans, PersistentStep, PipelinedScans])
+def test_multicore_rules_clone_through_their_handles(rule):
+    """MetaSchedule clones a rule through its handle, after the Python object that made it
+    may be gone (a clone that reached for it failed every tuning: notes.md)."""
+    made = rule()
+    made.num_cores = 2
+    handle = ScheduleRule.clone(made)
+    del made
+    gc.collect()
+    assert isinstance(ScheduleRule.clone(handle), ScheduleRule)
