@@ -34,6 +34,8 @@ consumers of those left unfused). Runs before RewriteStepParallelVectorizeUnroll
 
 from __future__ import annotations
 
+from math import prod
+
 from tvm import s_tir, tirx
 from tvm.ir.utils import derived_object
 from tvm.s_tir import Schedule
@@ -126,12 +128,7 @@ def _tiled(sch: Schedule, consumer: SBlockRV, n: int) -> LoopRV | None:
     if not loops or len(sch.get_child_blocks(loops[0])) != 1:
         return None
     extents = [sch.get(lp).extent for lp in loops]
-    if not all(isinstance(e, tirx.IntImm) for e in extents):
-        return None
-    total = 1
-    for e in extents:
-        total *= int(e)
-    if total % n:
+    if not all(isinstance(e, tirx.IntImm) for e in extents) or prod(map(int, extents)) % n:
         return None
     whole = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     return sch.split(whole, [n, None])[0]

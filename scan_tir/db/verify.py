@@ -91,6 +91,7 @@ def verify(
             subjects[w] = func, c, expected_scans(tvm.IRModule({"main": func}))["main"]
         except Exception as exc:  # not from the zoo, lowering at seq, TVM's errors
             subjects[w] = _why(exc)
+    targets = {e.index: e.record.target if own_targets else target for e in valid}
     verdicts: list[Verdict] = []
     for start in range(0, len(valid), BATCH):
         scheduled = {}
@@ -99,7 +100,6 @@ def verify(
             scheduled[e.index] = (
                 _scheduled(e.record, *subject) if not isinstance(subject, str) else subject
             )
-        targets = {e.index: e.record.target if own_targets else target for e in valid}
         built = _build(
             {i: (s[0], targets[i]) for i, s in scheduled.items() if not isinstance(s, str)},
             build_timeout_s,

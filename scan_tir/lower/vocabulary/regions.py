@@ -108,31 +108,19 @@ def access(realize: s_tir.SBlockRealize, dom: dict) -> Access:
     return acc
 
 
-def loop_dom(loops: list[tirx.For], fixed: dict | None = None) -> dict:
-    """Each loop's variable over its range, or over the (lowest, highest) that ``fixed``
-    gives for that loop."""
-    dom = {}
-    for loop in loops:
-        lo, hi = (fixed or {}).get(loop, (loop.min, loop.min + loop.extent - 1))
-        dom[loop.loop_var] = IntervalSet(lo, hi)
-    return dom
+def loop_dom(loops: list[tirx.For]) -> dict:
+    """Each loop's variable over its range."""
+    return {loop.loop_var: IntervalSet(loop.min, loop.min + loop.extent - 1) for loop in loops}
 
 
-def stmt_access(stmt: tirx.Stmt, fixed: dict | None = None) -> Access:
-    """What every block under ``stmt`` reads and writes, each loop (``stmt`` included) over
-    its range or as ``fixed`` gives it."""
-    acc = Access({}, {})
-    for realize, loops in realizes(stmt):
-        acc.include(access(realize, loop_dom(loops, fixed)))
-    return acc
-
-
-def chunks_of(loop: tirx.For, chunks: int, stmt: tirx.Stmt | None = None) -> list[Access]:
-    """What ``stmt`` (default: the whole loop), under ``loop``, touches in each of
+def chunks_of(
+    loop: tirx.For, chunks: int, stmts: list[tirx.Stmt] | None = None
+) -> list[Access]:
+    """What ``stmts`` (default: the loop's whole body), under ``loop``, touch in each of
     ``chunks`` equal runs of ``loop``'s iterations; the loop's extent must be a constant
     that ``chunks`` divides."""
     size = int(loop.extent) // chunks
-    inner = realizes(loop.body if stmt is None else stmt)
+    inner = [r for stmt in (stmts or [loop.body]) for r in realizes(stmt)]
     out = []
     for c in range(chunks):
         acc = Access({}, {})
@@ -161,16 +149,6 @@ def conflict(a: Access, b: Access) -> tirx.Buffer | None:
     return None
 
 
-def _iteration(stmts: list[tirx.Stmt], loop: tirx.For, i: int) -> Access:
-    acc = Access({}, {})
-    for stmt in stmts:
-        for realize, loops in realizes(stmt):
-            dom = loop_dom(loops)
-            dom[loop.loop_var] = IntervalSet(i, i)
-            acc.include(access(realize, dom))
-    return acc
-
-
 def merge_problem(loop: tirx.For, tail: int = 1) -> str:
     """Why running the last ``tail`` statements of ``loop``'s body in each iteration, right
     after the others, may compute something else than running them as a loop of their own
@@ -190,8 +168,7 @@ def merge_problem(loop: tirx.For, tail: int = 1) -> str:
         return "nothing in the loop's body before the merged statements"
     head, moved = stmts[:-tail], stmts[-tail:]
     n = int(loop.extent)
-    before = [_iteration(head, loop, i) for i in range(n)]
-    after = [_iteration(moved, loop, i) for i in range(n)]
+    before, after = chunks_of(loop, n, head), chunks_of(loop, n, moved)
     for i in range(n):
         for j in range(n):
             if i == j:
