@@ -4,7 +4,7 @@
                   [--per-scan]
                   [--legacy] [--[no-]fast-math] [--[no-]copies-in-step] [--[no-]merge-updates]
     scan-tir db summary D | top D -k K | show D --record I
-    scan-tir db verify D [--seq N] [--build-timeout S] [--own-targets]
+    scan-tir db verify D [--seq N] [--build-timeout S] [--own-targets] [--records A-B]
     scan-tir db export D [--csv F] [--json F] | plot D --out DIR | compare D1 D2
     scan-tir db prune D --keep K
     scan-tir compile MODEL.onnx|MODEL.pt2 --trials N --work-dir D --out LIB.so [--sizes k=v,...]
@@ -118,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: this machine's)")
     verify.add_argument("--seq", type=int, help="replay at this sequence length instead of "
                         "the tuned one (zoo workloads only)")
+    verify.add_argument("--records", metavar="A-B", type=_index_range,
+                        help="only records A to B (0-based, both included; 'A-' to the end)")
     export = db.add_parser("export", help="records as CSV and/or JSON")
     export.add_argument("--csv", type=Path)
     export.add_argument("--json", type=Path)
@@ -261,7 +263,7 @@ def _db(args: argparse.Namespace) -> int:
     elif args.action == "verify":
         return _verify(
             db, dbm, default_target(), args.tol, log, args.seq, args.build_timeout,
-            args.own_targets,
+            args.own_targets, args.records,
         )
     elif args.action == "export":
         if not args.csv and not args.json:
@@ -290,26 +292,52 @@ def _db(args: argparse.Namespace) -> int:
     return SKIPPED_LINES if db.problems else OK
 
 
+def _index_range(text: str) -> range:
+    """``A-B`` (both included) or ``A-`` as a range of record indices, for argparse."""
+    first, sep, last = text.partition("-")
+    try:
+        start = int(first)
+        stop = int(last) + 1 if last else sys.maxsize
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A-B or A-, got {text!r}") from None
+    if not sep or start < 0 or stop <= start:
+        raise argparse.ArgumentTypeError(f"expected A-B with 0 <= A <= B, or A-; got {text!r}")
+    return range(start, stop)
+
+
+def _range_text(records: range) -> str:
+    return f"{records.start}-" + ("" if records.stop == sys.maxsize else str(records.stop - 1))
+
+
 def _verify(
-    db, dbm, target, tol: float, log, seq: int | None, build_timeout_s: float, own: bool
+    db, dbm, target, tol: float, log, seq: int | None, build_timeout_s: float, own: bool,
+    records: range | None,
 ) -> int:
     if seq is not None and seq < 1:
         raise UsageError(f"db verify: --seq must be at least 1, got {seq}")
 
+    done = []
+
     def progress(v, total: int) -> None:
+        done.append(v)
         state = "ok" if v.ok else f"FAILED: {v.problem}"
-        log(f"verify: record {v.index} ({v.index + 1}/{total}): error {_ms(v.max_error)} {state}")
+        log(f"verify: record {v.index} ({len(done)}/{total}): error {_ms(v.max_error)} {state}")
 
     verdicts = dbm.verify(
         db, target, tol, on_verdict=progress, seq=seq, build_timeout_s=build_timeout_s,
-        own_targets=own,
+        own_targets=own, records=records,
     )
     failed = [v for v in verdicts if not v.ok]
-    skipped = len(db.entries) - len(verdicts)
+    chosen = [e for e in db.entries if records is None or e.index in records]
+    if not chosen:
+        raise UsageError(f"db verify: no record in {_range_text(records)}; the database has "
+                         f"{len(db.entries)} (0 to {len(db.entries) - 1})")
+    skipped = len(chosen) - len(verdicts)
     for v in failed:
         print(f"record {v.index}: {v.problem}")
     at = f" at {seq} steps" if seq is not None else ""
-    print(f"verified {len(verdicts)} records{at}: {len(verdicts) - len(failed)} ok, "
+    of = f" (records {_range_text(records)})" if records is not None else ""
+    print(f"verified {len(verdicts)} records{of}{at}: {len(verdicts) - len(failed)} ok, "
           f"{len(failed)} failed; {skipped} skipped (failed when tuned)")
     if failed:
         return VERIFY_FAILED

@@ -67,6 +67,22 @@ def test_verify_at_another_length(tiny, capsys):
     assert err.count("verify: record") == 4
 
 
+def test_verify_some_records(tiny, capsys):
+    """A long check split in pieces: only the records asked for, counted as such."""
+    code, out, err = run(capsys, "db", "verify", tiny, "--records", "1-2")
+    assert code == cli.OK and "verified 2 records (records 1-2): 2 ok, 0 failed" in out
+    assert "verify: record 1 (1/2)" in err and "verify: record 2 (2/2)" in err
+    code, out, err = run(capsys, "db", "verify", tiny, "--records", "3-")
+    assert code == cli.OK and "verified 1 records (records 3-): 1 ok" in out
+
+
+@pytest.mark.parametrize("text", ["3-1", "x-2", "2", "-1"])
+def test_verify_refuses_a_malformed_range(tiny, capsys, text):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["db", "verify", str(tiny), "--records", text])
+    assert exit_.value.code == cli.BAD_INPUT and "--records" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -82,6 +98,7 @@ def test_verify_at_another_length(tiny, capsys):
         (["db", "export", "{tiny}", "--csv", "/nonexistent/r.csv"], "No such file"),
         (["db", "prune", "{tiny}", "--keep", "0"], "at least 1"),
         (["db", "verify", "{tiny}", "--seq", "0"], "--seq must be at least 1"),
+        (["db", "verify", "{tiny}", "--records", "9-"], "no record in 9-; the database has 4"),
     ],
 )
 def test_bad_input_exits_2(tiny, tmp_path, capsys, argv, message):

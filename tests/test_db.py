@@ -16,12 +16,14 @@ import pytest
 import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
+from tvm.target import Target
 from util import FIXTURE_SIZES, RECORDS, damage, raw_means_ms, untagged
 
 from scan_tir import db as sdb
 from scan_tir import scan_space, workloads
 from scan_tir.db import numerics
 from scan_tir.db.plot import best_so_far
+from scan_tir.tune.target import unrunnable_here
 from scan_tir.workloads import Workload
 
 
@@ -157,6 +159,23 @@ def test_verify_gives_a_verdict_for_a_build_that_does_not_finish(tiny, host_targ
     assert all("Timeout" in v.problem and math.isnan(v.max_error) for v in verdicts), verdicts
     verdicts = sdb.verify(db, host_target, build_timeout_s=120, own_targets=True)
     assert len(verdicts) == 4 and all(v.ok for v in verdicts), verdicts
+
+
+def test_verify_does_not_run_code_for_a_cpu_this_one_is_not(tiny, host_target):
+    """--own-targets on a machine of another CPU: a record tuned where AVX-512 was would
+    kill the process with an illegal instruction (seen on a Zen 3 with Zen 5 records); it
+    gets a verdict naming what this CPU lacks instead."""
+    richer = next((c for c in ("znver5", "graniterapids", "sapphirerapids")
+                   if unrunnable_here(Target({"kind": "llvm", "mcpu": c}))), None)
+    if richer is None:
+        pytest.skip("this CPU has every extension of the CPUs tried")
+    path = tiny / "database_tuning_record.json"
+    path.write_text(path.read_text().replace('"kind":"llvm",', f'"kind":"llvm","mcpu":"{richer}",'))
+    verdicts = sdb.verify(sdb.load(tiny), host_target, own_targets=True)
+    assert len(verdicts) == 4 and not any(v.ok for v in verdicts)
+    assert all(v.problem.startswith(f"not run: built for {richer}, whose ") for v in verdicts)
+    assert all("--own-targets" in v.problem and math.isnan(v.max_error) for v in verdicts)
+    assert all(v.ok for v in sdb.verify(sdb.load(tiny), host_target))  # built for this CPU
 
 
 def test_verify_at_another_length_needs_a_zoo_workload(tiny, host_target, monkeypatch):
