@@ -113,11 +113,14 @@ def _pad(func: tirx.PrimFunc, extent: tirx.Expr, multiple: int) -> tirx.PrimFunc
         return var
 
     body = tvm_ffi.structural_map(body, (tirx.Var, on_var))
-    return _with_regions(func.with_body(body), [c.block.name_hint for c in candidates])
+    padded_names = [c.block.name_hint for c in candidates]
+    widened = {grown[b]: axes[b] for b in axes}
+    return _with_regions(func.with_body(body), padded_names, widened, new_extent)
 
 
 def _root_level(root: s_tir.SBlock) -> list[s_tir.SBlockRealize]:
-    """The blocks realized directly under the root's loops, scans excluded."""
+    """The blocks realized directly under the root's loops, with no block inside, scans
+    excluded."""
     found: list[s_tir.SBlockRealize] = []
     stmts = root.body.seq if isinstance(root.body, tirx.SeqStmt) else [root.body]
     for stmt in stmts:
@@ -125,6 +128,19 @@ def _root_level(root: s_tir.SBlock) -> list[s_tir.SBlockRealize]:
         tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, realizes.append))
         if len(realizes) == 1 and SCAN not in realizes[0].block.annotations:
             found.append(realizes[0])
+    return found
+
+
+def _root_children(root: s_tir.SBlock) -> list[s_tir.SBlockRealize]:
+    """The outermost block under each of the root's statements (a scan included; the
+    walk visits a block after the blocks inside it)."""
+    found: list[s_tir.SBlockRealize] = []
+    stmts = root.body.seq if isinstance(root.body, tirx.SeqStmt) else [root.body]
+    for stmt in stmts:
+        realizes: list[s_tir.SBlockRealize] = []
+        tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, realizes.append))
+        if realizes:
+            found.append(realizes[-1])
     return found
 
 
@@ -224,16 +240,44 @@ def _padded_block(
     return rebuilt(block, iter_vars=iter_vars, body=body)
 
 
-def _with_regions(func: tirx.PrimFunc, names: list[str]) -> tirx.PrimFunc:
+def _with_regions(
+    func: tirx.PrimFunc, names: list[str], widened: dict[tirx.Var, int], extent: tirx.Expr
+) -> tirx.PrimFunc:
     """Recompute the access regions of the padded blocks (their buffers and reads
-    changed) and of the root's other blocks that read the grown buffers."""
+    changed), and widen the regions in which the root's other blocks (the scan) read
+    several rows of a grown buffer to all its rows. A read of the first ``E`` rows of
+    ``ceildiv(E, m) * m`` written is covered, but TVM's region cover check does not
+    prove it; a scope that fails the check is no stage pipeline, and ``compute_inline``
+    there (of a scan's initial state, by a replayed trace) is refused. Declaring more
+    rows read than are is conservative: the rows exist and are written."""
     root = func.body.block
     buffers = {b: b for b in [*func.params, *root.alloc_buffers]}
+    children = {r.block.name_hint for r in _root_children(root)}
 
     def on_block(block: s_tir.SBlock) -> s_tir.SBlock:
-        if block.name_hint not in names:
+        if block.name_hint in names:
+            reads, writes = get_sblock_read_write_region(block, buffers)
+            return rebuilt(block, reads=reads, writes=writes)
+        if block.name_hint not in children:
             return block
-        reads, writes = get_sblock_read_write_region(block, buffers)
-        return rebuilt(block, reads=reads, writes=writes)
+        return rebuilt(block, reads=[_widened(r, widened, extent) for r in block.reads])
 
     return func.with_body(tvm_ffi.structural_map(func.body, (s_tir.SBlock, on_block)))
+
+
+def _widened(
+    region: tirx.BufferRegion, widened: dict[tirx.Var, int], extent: tirx.Expr
+) -> tirx.BufferRegion:
+    axis = next((a for b, a in widened.items() if region.source.same_as(b)), None)
+    if axis is None or _is_one(region.region[axis].extent):  # a row at a time: left alone
+        return region
+    zero = tirx.IntImm(extent.ty.dtype, 0)
+    ranges = [
+        Range.from_min_extent(zero, extent) if i == axis else r
+        for i, r in enumerate(region.region)
+    ]
+    return tirx.BufferRegion(region.source, ranges)
+
+
+def _is_one(expr: tirx.Expr) -> bool:
+    return isinstance(expr, tirx.IntImm) and int(expr) == 1

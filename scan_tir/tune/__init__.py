@@ -3,9 +3,12 @@
 :func:`tune` tunes a zoo workload into a work dir (what ``scan-tir tune`` runs), one task
 per function or (:func:`tune_per_scan`) one per scan, composed;
 :func:`scan_space` is the space to pass to a plain ``ms.tune_tir``; :func:`specialize`
-and :func:`apply_best` serve a function of symbolic length from a fixed-length tuning.
+and :func:`apply_best` serve a function of symbolic length from a fixed-length tuning;
+:func:`dispatch` joins several schedules of one function into one that picks by shape
+(with :func:`nearest_instance`, the schedule of the size instance a shape rounds up to).
 """
 
+from .dispatch import dispatch, nearest_instance
 from .measure import build_candidate, local_runner, parse_rpc, rpc_runner
 from .per_scan import PerScanResult, compose, scan_tasks, tune_per_scan
 from .progress import log
@@ -21,8 +24,10 @@ __all__ = [
     "build_candidate",
     "compose",
     "default_target",
+    "dispatch",
     "local_runner",
     "log",
+    "nearest_instance",
     "parse_rpc",
     "rpc_runner",
     "scan_space",

@@ -1,0 +1,121 @@
+"""One function that picks among schedules of itself by shape at run time (DietCode's dispatch).
+
+A function of symbolic sizes (a sequence length, a batch) is served best by different
+schedules at different sizes; DietCode (MLSys 2022) tunes for a set of size instances and
+emits one kernel that branches to a few schedules by shape. :func:`dispatch` joins
+schedules of one function (its parameters, its symbolic sizes) into one function whose
+body chooses a schedule's body with a chain of ``IfThenElse`` on an index computed from
+the sizes, so that one compiled module serves every shape. :func:`nearest_instance` is
+that index for a table from size instances to schedules: a shape takes the schedule of
+the smallest listed instance at or above it in every size (the largest beyond the last),
+so shapes between and beyond the instances are served by a schedule tuned for a shape
+no smaller than theirs.
+
+Each body gets fresh definitions (``s_tir.renew_defs``) before its parameters and sizes
+are renamed to the function's: schedules replayed on one function share loop variables
+(an untouched init nest), and TVM's simplifier refuses a variable bound twice with
+different ranges.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from ..errors import ScanLoweringError
+from .symbolic import size_vars
+
+
+def dispatch(
+    func: tirx.PrimFunc, kernels: Sequence[tirx.PrimFunc], choice: tirx.Expr
+) -> tirx.PrimFunc:
+    """``func`` running ``kernels[choice]``, where ``choice`` is an integer expression of
+    ``func``'s sizes and every kernel is a schedule of ``func`` (same parameters, same
+    symbolic sizes: replayed on it with :func:`~scan_tir.tune.symbolic.replay_sized`).
+    A ``choice`` outside ``0 .. len(kernels) - 1`` runs the last kernel."""
+    if not kernels:
+        raise ScanLoweringError("dispatch: no kernel to dispatch to")
+    sizes = size_vars(func)
+    bodies = [_aligned(k, func, sizes, i) for i, k in enumerate(kernels)]
+    index = tirx.Var("kernel", "int32")
+    body = bodies[-1]
+    for i in reversed(range(len(bodies) - 1)):
+        body = tirx.IfThenElse(index == i, bodies[i], body)
+    return func.with_body(tirx.SeqStmt([tirx.Bind(index, tirx.Cast("int32", choice)), body]))
+
+
+def nearest_instance(
+    func: tirx.PrimFunc,
+    grid: Mapping[str, Sequence[int]],
+    table: Mapping[tuple[int, ...], int],
+) -> tirx.Expr:
+    """The kernel index ``table`` gives the instance a shape rounds up to.
+
+    ``grid`` lists, per symbolic size of ``func``, the values tuned for; ``table`` maps each
+    instance (a tuple of values in ``grid``'s order of sizes) to a kernel index. A size
+    rounds up to the smallest listed value at or above it, or to the largest.
+    """
+    sizes = size_vars(func)
+    unknown = sorted(set(grid) - set(sizes))
+    if unknown:
+        raise ScanLoweringError(
+            f"nearest_instance: the function has no symbolic size {unknown}; it has "
+            f"{sorted(sizes) or 'none'}."
+        )
+    values = {name: sorted(set(vs)) for name, vs in grid.items()}
+    instances = list(itertools.product(*values.values()))
+    missing = [inst for inst in instances if inst not in table]
+    if missing:
+        raise ScanLoweringError(
+            f"nearest_instance: the table has no kernel for {len(missing)} instance(s) of "
+            f"the grid, e.g. {dict(zip(values, missing[0]))}"
+        )
+    flat = tirx.IntImm("int32", 0)
+    for name, vs in values.items():
+        var = sizes[name]
+        bucket = tirx.IntImm("int32", 0)
+        for v in vs[:-1]:  # how many listed values the size exceeds
+            bucket = bucket + tirx.Select(var > tirx.IntImm(var.ty.dtype, v), 1, 0)
+        flat = flat * len(vs) + bucket
+    kernel = tirx.IntImm("int32", table[instances[-1]])
+    for position, inst in reversed(list(enumerate(instances[:-1]))):
+        if table[inst] != table[instances[-1]]:
+            kernel = tirx.Select(flat == position, table[inst], kernel)
+    return kernel
+
+
+def _aligned(
+    kernel: tirx.PrimFunc, func: tirx.PrimFunc, sizes: dict[str, tirx.Var], index: int
+) -> tirx.Stmt:
+    """``kernel``'s body with fresh definitions, reading ``func``'s parameters and sizes."""
+    where = f"dispatch: kernel {index}"
+    if len(kernel.params) != len(func.params):
+        raise ScanLoweringError(
+            f"{where} has {len(kernel.params)} parameters, the function {len(func.params)}: "
+            "every kernel must be a schedule of the function"
+        )
+    for k, f in zip(kernel.params, func.params):
+        if not tvm_ffi.structural_equal(k.ty, f.ty, map_free_vars=True):
+            raise ScanLoweringError(
+                f"{where}: parameter '{f.name}' is {k.ty} there, {f.ty} in the function: "
+                "replay the schedule on the symbolic function itself (replay_sized)"
+            )
+    kernel = s_tir.renew_defs(kernel)
+    own = size_vars(kernel)
+    if sorted(own) != sorted(sizes):
+        raise ScanLoweringError(
+            f"{where} has symbolic sizes {sorted(own)}, the function {sorted(sizes)}"
+        )
+    pairs = [*zip(kernel.params, func.params), *((own[n], sizes[n]) for n in sizes)]
+
+    def on_var(var: tirx.Var) -> tirx.Var:
+        for old, new in pairs:
+            if var.same_as(old):
+                return new
+        return var
+
+    return tvm_ffi.structural_map(kernel.body, [(tvm.ir.expr.Var, on_var)])

@@ -1,0 +1,116 @@
+"""scan_tir.tune.dispatch: one function choosing among schedules of itself by shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from tvm import s_tir, te
+from tvm.s_tir import meta_schedule as ms
+from util import compile_func, outputs
+
+import scan_tir
+from scan_tir import scan_space, workloads
+from scan_tir.errors import ScanLoweringError
+from scan_tir.tune.dispatch import dispatch, nearest_instance
+from scan_tir.tune.symbolic import replay_sized, specialize
+
+n = te.var("n")
+
+
+def plus(c: float, length=n) -> tvm.tirx.PrimFunc:
+    a = te.placeholder((length,), name="A")
+    return scan_tir.create_prim_func([a, te.compute((length,), lambda i: a[i] + c, name="B")])
+
+
+def ran(lib, length: int) -> float:
+    """Which kernel ran: each adds its own constant."""
+    a, b = (tvm.runtime.tensor(np.zeros(length, "float32")) for _ in range(2))
+    lib["main"](a, b)
+    assert np.all(b.numpy() == b.numpy()[0])
+    return float(b.numpy()[0])
+
+
+def test_a_shape_takes_the_kernel_of_the_instance_it_rounds_up_to():
+    """Between instances: the next one up; beyond the last: the last; at 1 the first."""
+    func = plus(0.0)
+    choice = nearest_instance(func, {"n": [16, 4, 64]}, {(4,): 0, (16,): 1, (64,): 2})
+    lib = compile_func(dispatch(func, [plus(1.0), plus(2.0), plus(3.0)], choice))
+    got = {length: ran(lib, length) for length in (1, 4, 5, 16, 17, 64, 65, 1000)}
+    assert got == {1: 1.0, 4: 1.0, 5: 2.0, 16: 2.0, 17: 3.0, 64: 3.0, 65: 3.0, 1000: 3.0}
+
+
+def test_two_sizes_one_table():
+    m = te.var("m")
+
+    def two(c: float) -> tvm.tirx.PrimFunc:
+        a = te.placeholder((m, n), name="A")
+        return scan_tir.create_prim_func(
+            [a, te.compute((m, n), lambda i, j: a[i, j] + c, name="B")]
+        )
+
+    table = {(1, 8): 0, (1, 64): 1, (4, 8): 1, (4, 64): 2}
+    choice = nearest_instance(two(0.0), {"m": [1, 4], "n": [8, 64]}, table)
+    lib = compile_func(dispatch(two(0.0), [two(1.0), two(2.0), two(3.0)], choice))
+    for (rows, cols), want in {(1, 3): 1, (1, 9): 2, (2, 8): 2, (3, 100): 3, (9, 9): 3}.items():
+        a, b = (tvm.runtime.tensor(np.zeros((rows, cols), "float32")) for _ in range(2))
+        lib["main"](a, b)
+        assert np.all(b.numpy() == want), (rows, cols)
+
+
+def lstm_kernels(count: int) -> tuple[tvm.tirx.PrimFunc, list[tvm.tirx.PrimFunc]]:
+    """An LSTM of symbolic length and ``count`` schedules of it: design spaces drawn at
+    length 16 (seeded), each replayed on the symbolic function."""
+    wl = workloads.get("lstm", seq=16, batch=2, input=16, hidden=32)
+    sizes = {**wl.sizes, "seq": te.var("seq")}
+    func = scan_tir.create_prim_func(wl.recurrence.build(**sizes), options=wl.options)
+    mod = tvm.IRModule({"main": specialize(func, {"seq": 16})})
+    target = scan_tir.tune.default_target()
+    kernels = []
+    for seed in range(8):
+        ctx = ms.TuneContext(mod=mod, target=target, space_generator=scan_space(target),
+                             task_name="dispatch", rand_state=seed)
+        for space in ctx.generate_design_space():
+            sch = s_tir.Schedule(mod)
+            space.trace.simplified(remove_postproc=True).apply_to_schedule(
+                sch, remove_postproc=True
+            )
+            sch.enter_postproc()
+            if all(pp.apply(sch) for pp in ctx.space_generator.postprocs):
+                kernels.append(replay_sized(sch.trace, func))
+            if len(kernels) == count:
+                return func, kernels
+    raise AssertionError("too few design spaces pass the postprocs")
+
+
+def test_dispatched_lstm_is_right_at_every_length():
+    """Lengths listed, between, beyond, and 1, each against numpy (a race between steps
+    shows at long lengths: 1024 is here)."""
+    func, kernels = lstm_kernels(2)
+    choice = nearest_instance(func, {"seq": [8, 64]}, {(8,): 0, (64,): 1})
+    lib = compile_func(dispatch(func, kernels, choice))
+    for seq in (1, 7, 8, 9, 64, 65, 1024):
+        wl = workloads.get("lstm", seq=seq, batch=2, input=16, hidden=32)
+        got, want = outputs(wl, lib, wl.input_arrays())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"seq={seq}")
+
+
+def test_a_kernel_that_is_not_a_schedule_of_the_function_is_refused():
+    with pytest.raises(ScanLoweringError, match="kernel 1: parameter 'A' is"):
+        dispatch(plus(0.0), [plus(1.0), plus(1.0, length=8)], tvm.tirx.IntImm("int32", 0))
+    a = te.placeholder((n,), name="A")
+    three = scan_tir.create_prim_func(
+        [a, te.compute((n,), lambda i: a[i], name="B"), te.compute((n,), lambda i: a[i])]
+    )
+    with pytest.raises(ScanLoweringError, match="kernel 0 has 3 parameters, the function 2"):
+        dispatch(plus(0.0), [three], tvm.tirx.IntImm("int32", 0))
+    with pytest.raises(ScanLoweringError, match="no kernel to dispatch to"):
+        dispatch(plus(0.0), [], tvm.tirx.IntImm("int32", 0))
+
+
+def test_a_table_that_does_not_cover_the_grid_is_refused():
+    with pytest.raises(ScanLoweringError, match=r"no kernel for 1 instance\(s\).*'n': 16"):
+        nearest_instance(plus(0.0), {"n": [4, 16]}, {(4,): 0})
+    with pytest.raises(ScanLoweringError, match=r"no symbolic size \['batch'\]; it has \['n'\]"):
+        nearest_instance(plus(0.0), {"batch": [4]}, {(4,): 0})
