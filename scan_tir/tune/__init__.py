@@ -5,10 +5,12 @@ per function or (:func:`tune_per_scan`) one per scan, composed;
 :func:`scan_space` is the space to pass to a plain ``ms.tune_tir``; :func:`specialize`
 and :func:`apply_best` serve a function of symbolic length from a fixed-length tuning;
 :func:`dispatch` joins several schedules of one function into one that picks by shape
-(with :func:`nearest_instance`, the schedule of the size instance a shape rounds up to).
+(with :func:`nearest_instance`, the schedule of the size instance a shape rounds up to),
+and :func:`dynamic` tunes for a grid of size instances and returns such a function.
 """
 
 from .dispatch import dispatch, nearest_instance
+from .dynamic_shapes import Dynamic, dynamic
 from .measure import build_candidate, local_runner, parse_rpc, rpc_runner
 from .per_scan import PerScanResult, compose, scan_tasks, tune_per_scan
 from .progress import log
@@ -18,6 +20,7 @@ from .target import default_target
 from .tuner import TuneResult, tune, tune_module
 
 __all__ = [
+    "Dynamic",
     "PerScanResult",
     "TuneResult",
     "apply_best",
@@ -25,6 +28,7 @@ __all__ = [
     "compose",
     "default_target",
     "dispatch",
+    "dynamic",
     "local_runner",
     "log",
     "nearest_instance",

@@ -136,17 +136,18 @@ def tune(
         return TuneResult(
             work_dir, done.records_before, done.records_after, len(dropped), done.seconds
         )
-    before = _records_of(work_dir, mod)
+    before = records_of(work_dir, mod)
     seconds = 0.0
     if before >= trials:
         log(f"{workload.name}: {before} records in {work_dir} already, budget {trials}: done")
     else:
         total = count_lines(records_file(work_dir)) + trials - before
         seconds = tune_module(mod, work_dir, trials - before, target, total=total, **common)
-    return TuneResult(work_dir, before, _records_of(work_dir, mod), len(dropped), seconds)
+    return TuneResult(work_dir, before, records_of(work_dir, mod), len(dropped), seconds)
 
 
-def _records_of(work_dir: Path, mod: tvm.IRModule) -> int:
+def records_of(work_dir: Path, mod: tvm.IRModule) -> int:
+    """Records of ``mod``'s function in the database of ``work_dir`` (0 without one)."""
     if not records_file(work_dir).exists():
         return 0
     db = load(work_dir)
