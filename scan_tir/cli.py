@@ -1,7 +1,7 @@
 """``scan-tir``: tune a workload, inspect and check a tuning database.
 
     scan-tir tune WORKLOAD [--sizes k=v,...] --trials N --work-dir D [--rpc HOST:PORT:KEY]
-                  [--per-scan]
+                  [--per-scan | --dynamic SIZE=V,V,... [--kernels K] [--out LIB.so]]
                   [--legacy] [--[no-]fast-math] [--[no-]copies-in-step] [--[no-]merge-updates]
     scan-tir db summary D | top D -k K | show D --record I
     scan-tir db verify D [--seq N] [--build-timeout S] [--own-targets] [--records A-B]
@@ -75,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--per-scan", action="store_true",
                    help="tune each scan as its own task, identical layers once, then "
                    "compose the whole function's schedule")
+    t.add_argument("--dynamic", action="append", metavar="SIZE=V,V,...",
+                   help="tune for these instances of a size, which stays symbolic (e.g. "
+                   "seq=16,64,256,1024; repeat for more sizes) and build one function that "
+                   "dispatches by shape among at most --kernels schedules")
+    t.add_argument("--kernels", type=int, default=4, help="with --dynamic (default 4)")
+    t.add_argument("--out", "-o", type=Path, help="with --dynamic: write the library here")
     lowering = t.add_argument_group(
         "lowering options",
         "default: the config name's suffixes (A-FAST-INSTEP), else scan_tir.LoweringOptions(); "
@@ -178,6 +184,10 @@ def _tune(args: argparse.Namespace) -> int:
     except ScanLoweringError as err:
         raise UsageError(str(err)) from None
     workload = replace(workload, options=_options(args, workload.options))
+    if args.dynamic:
+        return _tune_dynamic(args, workload)
+    if args.out:
+        raise UsageError("--out goes with --dynamic")
     result = tune(
         workload,
         args.work_dir,
@@ -193,6 +203,42 @@ def _tune(args: argparse.Namespace) -> int:
         f"({result.records_before} before this run, {result.seconds:.0f} s)"
     )
     return SKIPPED_LINES if result.repaired else OK
+
+
+def _tune_dynamic(args: argparse.Namespace, workload) -> int:
+    import tvm
+
+    from .transform.persistent_launch import PIPELINE
+    from .tune import default_target, dynamic
+
+    if args.per_scan or args.rpc:
+        raise UsageError("--dynamic tunes locally, one task per representative instance: "
+                         "drop --per-scan and --rpc")
+    if args.kernels < 1:
+        raise UsageError(f"--kernels must be at least 1, got {args.kernels}")
+    instances = {}
+    for text in args.dynamic:
+        name, _, values = text.partition("=")
+        try:
+            instances[name] = [int(v) for v in values.split(",")]
+        except ValueError:
+            raise UsageError(f"--dynamic: expected SIZE=V,V,..., got {text!r}") from None
+    func = workload.symbolic_func(list(instances))
+    result = dynamic(func, args.work_dir, instances, trials=args.trials, kernels=args.kernels,
+                     population=args.population)
+    print(f"{workload.recurrence.name}: {len(result.kernels)} kernels from "
+          f"{result.candidates} timed records ({len(result.skipped)} skipped)")
+    for instance, kernel in sorted(result.table.items()):
+        shape = ", ".join(f"{n}={v}" for n, v in zip(result.names, instance))
+        print(f"  {shape}: kernel {kernel}, {result.latency_ms[instance]:.4g} ms")
+    if args.out:
+        mod = tvm.IRModule({"main": result.func.with_attr("global_symbol", "main")})
+        tvm.compile(mod, target=default_target(), tir_pipeline=PIPELINE).export_library(
+            str(args.out)
+        )
+        print(f"wrote {args.out} (tvm.runtime.load_module; 'main' takes the function's "
+              "inputs and outputs at any size)")
+    return OK
 
 
 def _compile(args: argparse.Namespace) -> int:

@@ -99,6 +99,16 @@ def test_verify_refuses_a_malformed_range(tiny, capsys, text):
         (["db", "prune", "{tiny}", "--keep", "0"], "at least 1"),
         (["db", "verify", "{tiny}", "--seq", "0"], "--seq must be at least 1"),
         (["db", "verify", "{tiny}", "--records", "9-"], "no record in 9-; the database has 4"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--out", "{tmp}/x.so"],
+         "--out goes with --dynamic"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "seq=4,x"],
+         "expected SIZE=V,V,..., got 'seq=4,x'"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "seq=4", "--per-scan"],
+         "drop --per-scan and --rpc"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "depth=4"],
+         r"unknown size(s) ['depth']"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "seq=0,4"],
+         "every size needs positive instances"),
     ],
 )
 def test_bad_input_exits_2(tiny, tmp_path, capsys, argv, message):

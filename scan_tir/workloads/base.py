@@ -106,6 +106,20 @@ class Workload:
             func = layout_free(func, weights)
         return func.with_attr(WORKLOAD_ATTR, self.to_json(options))
 
+    def symbolic_func(self, names: Sequence[str]) -> tirx.PrimFunc:
+        """The function lowered with the named sizes symbolic (a ``te.var`` each) and the
+        others this workload's, for :func:`scan_tir.tune.dynamic`. Untagged (a tag names
+        fixed sizes) and without layout-free weights (a repacked weight is read through
+        its own layout, which a kernel chosen at run time would have to share)."""
+        unknown = sorted(set(names) - set(self.sizes))
+        if unknown:
+            raise ScanLoweringError(
+                f"workload '{self.recurrence.name}': unknown size(s) {unknown}; its sizes "
+                f"are {dict(self.sizes)}."
+            )
+        sizes = {**self.sizes, **{n: te.var(n) for n in names}}
+        return create_prim_func(self.recurrence.build(**sizes), options=self.options)
+
     def input_arrays(self, seed: int = 0) -> Arrays:
         """Random inputs in the recurrence's intended ranges, in parameter order."""
         arrays = self.recurrence.inputs(np.random.default_rng(seed), **self.sizes)
