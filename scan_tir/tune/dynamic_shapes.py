@@ -57,10 +57,6 @@ class Dynamic:
     candidates: int  # kernels timed (replayed, built and right at every instance)
     skipped: list[str] = field(default_factory=list)  # why each other record was not
 
-    def weighted_ms(self, weights: Mapping[Instance, float] | None = None) -> float:
-        weights = weights or {i: 1.0 for i in self.table}
-        return sum(weights[i] * self.latency_ms[i] for i in self.table) / sum(weights.values())
-
 
 def dynamic(
     func: tirx.PrimFunc,
