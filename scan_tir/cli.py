@@ -375,7 +375,7 @@ def _verify(
     )
     failed = [v for v in verdicts if not v.ok]
     chosen = [e for e in db.entries if records is None or e.index in records]
-    if not chosen:
+    if records is not None and not chosen:
         raise UsageError(f"db verify: no record in {_range_text(records)}; the database has "
                          f"{len(db.entries)} (0 to {len(db.entries) - 1})")
     skipped = len(chosen) - len(verdicts)
