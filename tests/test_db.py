@@ -22,8 +22,8 @@ from util import FIXTURE_SIZES, RECORDS, damage, raw_means_ms, untagged
 from scan_tir import db as sdb
 from scan_tir import scan_space, workloads
 from scan_tir.db import numerics
+from scan_tir.db.numerics import unrunnable_here
 from scan_tir.db.plot import best_so_far
-from scan_tir.tune.target import unrunnable_here
 from scan_tir.workloads import Workload
 
 

@@ -1,4 +1,5 @@
-"""Running a database's functions: inputs, reference outputs, builds, latencies.
+"""Running a database's functions: inputs, reference outputs, builds, latencies, and
+whether code built for a record's target runs on this machine at all.
 
 A workload from the zoo (:func:`scan_tir.workloads.workload_of`) brings its inputs and
 its numpy reference. For any other function there is no reference but the function
@@ -15,6 +16,7 @@ import numpy as np
 import tvm
 from tvm import tirx
 from tvm.target import Target
+from tvm.target.codegen import llvm_get_cpu_features, llvm_get_system_cpu, llvm_get_system_triple
 
 from ..transform.persistent_launch import PIPELINE
 from ..workloads import Workload
@@ -101,3 +103,33 @@ def latency_ms(lib: tvm.runtime.Module, args: list[np.ndarray], repeat: int = 5)
     tensors = [tvm.runtime.tensor(a.copy()) for a in args]
     timer = lib.time_evaluator("main", tvm.cpu(), repeat=repeat, min_repeat_ms=100)
     return float(np.median(timer(*tensors).results)) * 1e3
+
+
+#: LLVM's names of the instruction-set extensions vector code is built from; the rest of
+#: its feature list tunes code generation and does not decide whether the code runs.
+_ISA = ("avx", "amx", "fma", "sse", "f16c", "bmi")
+
+
+def unrunnable_here(target: Target) -> str:
+    """Why code built for ``target`` would not run on this machine's CPU ('' if it would).
+
+    A record carries the target it was tuned for, and this project's machines change CPU
+    between sessions: code for ``znver5`` dies of an illegal instruction on a Zen 3 (the
+    process, not a Python error), so a foreign target is checked before its code is run.
+    """
+    if target.kind.name != "llvm":
+        return ""
+    system = llvm_get_system_cpu()
+    arch = str(target.attrs.get("mtriple", "") or llvm_get_system_triple()).split("-")[0]
+    if arch != llvm_get_system_triple().split("-")[0]:
+        return f"built for {arch}, this machine is {llvm_get_system_triple().split('-')[0]}"
+    host = Target({"kind": "llvm", "mcpu": system})
+    lacks = sorted(
+        f for f in set(llvm_get_cpu_features(target)) - set(llvm_get_cpu_features(host))
+        if f.startswith(_ISA)
+    )
+    if not lacks:
+        return ""
+    cpu = str(target.attrs.get("mcpu", "") or "generic")
+    shown = ", ".join(lacks[:4]) + (f" and {len(lacks) - 4} more" if len(lacks) > 4 else "")
+    return f"built for {cpu}, whose {shown} this CPU ({system}) lacks"

@@ -27,7 +27,6 @@ from tvm.target import Target
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import Expected, expected_scans, scan_violations
 from ..transform.segments import SEGMENT_OF, segment_at
-from ..tune.target import unrunnable_here
 from ..workloads import workload_from_tag
 from . import numerics
 from .records import TuningDB, _why
@@ -100,7 +99,7 @@ def verify(
         except Exception as exc:  # not from the zoo, lowering at seq, TVM's errors
             subjects[w] = _why(exc)
     targets = {e.index: e.record.target if own_targets else target for e in valid}
-    foreign = {str(t): unrunnable_here(t) for t in targets.values()}
+    foreign = {str(t): numerics.unrunnable_here(t) for t in targets.values()}
     verdicts: list[Verdict] = []
     for start in range(0, len(valid), BATCH):
         scheduled = {}

@@ -1,4 +1,5 @@
-"""scan_tir.tune.target: the default target, and whether another target's code runs here."""
+"""scan_tir.db.numerics.unrunnable_here: whether code built for a target runs here (with
+scan_tir.tune.default_target, which must)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import platform
 
 from tvm.target import Target
 
-from scan_tir.tune.target import default_target, unrunnable_here
+from scan_tir.db.numerics import unrunnable_here
+from scan_tir.tune.target import default_target
 
 
 def test_the_default_target_runs_here():
