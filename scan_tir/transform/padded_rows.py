@@ -121,26 +121,26 @@ def _pad(func: tirx.PrimFunc, extent: tirx.Expr, multiple: int) -> tirx.PrimFunc
 def _root_level(root: s_tir.SBlock) -> list[s_tir.SBlockRealize]:
     """The blocks realized directly under the root's loops, with no block inside, scans
     excluded."""
-    found: list[s_tir.SBlockRealize] = []
-    stmts = root.body.seq if isinstance(root.body, tirx.SeqStmt) else [root.body]
-    for stmt in stmts:
-        realizes: list[s_tir.SBlockRealize] = []
-        tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, realizes.append))
-        if len(realizes) == 1 and SCAN not in realizes[0].block.annotations:
-            found.append(realizes[0])
-    return found
+    return [
+        realizes[0]
+        for realizes in _realizes_per_statement(root)
+        if len(realizes) == 1 and SCAN not in realizes[0].block.annotations
+    ]
 
 
 def _root_children(root: s_tir.SBlock) -> list[s_tir.SBlockRealize]:
     """The outermost block under each of the root's statements (a scan included; the
     walk visits a block after the blocks inside it)."""
-    found: list[s_tir.SBlockRealize] = []
+    return [realizes[-1] for realizes in _realizes_per_statement(root) if realizes]
+
+
+def _realizes_per_statement(root: s_tir.SBlock) -> list[list[s_tir.SBlockRealize]]:
     stmts = root.body.seq if isinstance(root.body, tirx.SeqStmt) else [root.body]
+    found = []
     for stmt in stmts:
         realizes: list[s_tir.SBlockRealize] = []
         tvm_ffi.structural_walk(stmt, (s_tir.SBlockRealize, realizes.append))
-        if realizes:
-            found.append(realizes[-1])
+        found.append(realizes)
     return found
 
 

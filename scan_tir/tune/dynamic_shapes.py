@@ -33,9 +33,9 @@ from tvm import s_tir, tirx
 from tvm.s_tir import meta_schedule as ms
 from tvm.target import Target
 
+from ..db import numerics
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, scan_violations
-from ..transform.persistent_launch import PIPELINE
 from .dispatch import dispatch, nearest_instance
 from .progress import log
 from .symbolic import replay_sized, size_vars, specialize
@@ -178,7 +178,7 @@ def _case(func: tirx.PrimFunc, names: list[str], instance: Instance, reference) 
     args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
     written = _written(func)
     outputs = [k for k, p in enumerate(func.params) if any(p.same_as(w) for w in written)]
-    got = _call(reference, args)
+    got = numerics.call(reference, args)
     return _Case(args, outputs, [got[k] for k in outputs])
 
 
@@ -193,14 +193,7 @@ def _written(func: tirx.PrimFunc) -> list[tirx.Var]:
 
 
 def _build(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Module:
-    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
-    return tvm.compile(mod, target=target, tir_pipeline=PIPELINE).jit()
-
-
-def _call(lib: tvm.runtime.Module, args: list[np.ndarray]) -> list[np.ndarray]:
-    tensors = [tvm.runtime.tensor(a.copy()) for a in args]
-    lib["main"](*tensors)
-    return [t.numpy() for t in tensors]
+    return numerics.build(func.with_attr("global_symbol", "main"), target)
 
 
 def _candidate(
@@ -226,7 +219,7 @@ def _candidate(
         return f"does not build ({_last(err)})", {}
     times = {}
     for instance, c in cases.items():
-        got = _call(lib, c.args)
+        got = numerics.call(lib, c.args)
         for k, want in zip(c.outputs, c.expected):
             if not np.allclose(got[k], want, rtol=1e-4, atol=1e-4):
                 return f"wrong result at {instance}", {}
