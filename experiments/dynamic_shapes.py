@@ -1,18 +1,23 @@
-"""One tuning for a grid of lengths against today's one tuned length (issue 17, item 5, a first
-measurement).
+"""One tuning for a grid of shapes against today's one tuned shape, tuning per instance, and
+PyTorch and onnxruntime (issue 17, item 5).
 
-topi's LSTM with ``seq`` symbolic is tuned twice with the same budget:
+topi's LSTM with ``seq`` (and, with ``--batches``, ``batch``) symbolic, tuned three ways:
 
-- dynamic: :func:`scan_tir.tune.dynamic` over the listed lengths (tuned at the shortest and
-  the longest, the best records of each timed at every listed length, at most
-  ``--kernels`` chosen, one function dispatching by length);
-- single: today's way, the function tuned at one length (``--single-at``) and its best
-  record replayed on the symbolic function (``dynamic`` with that one representative, one
-  candidate, one kernel: what ``apply_best`` gives).
+- dynamic: :func:`scan_tir.tune.dynamic` over the grid (tuned at its corners, each with
+  its share of ``--trials``; candidates timed at the corners and predicted elsewhere,
+  unless ``--time-everywhere``; at most ``--kernels`` chosen, one function dispatching
+  by shape);
+- single: today's way, the function tuned at one shape (``--single-at``, ``--trials``)
+  and its best record replayed on the symbolic function (``dynamic`` with that one
+  representative, one candidate, one kernel: what ``apply_best`` gives);
+- per-instance (``--per-instance``): the fixed-shape function tuned at that instance
+  alone (``--per-instance-trials``) and built at that shape: the issue's reference.
 
-Both are checked against numpy and timed side by side, in rounds, at every listed length
-and at lengths not listed. Weights are unpacked (no layout-free weights: a kernel chosen at
-run time reads the weights as given). Tuning times include timing the candidates.
+Everything is checked against numpy and timed side by side, in rounds, at every listed
+instance and at instances not listed; with ``--baselines``, PyTorch eager and onnxruntime
+(2 and 1 threads each, the faster kept) at every instance too. Weights are unpacked (a
+kernel chosen at run time reads the weights as given). Tuning times include timing the
+candidates. Instances are written ``SEQ`` or, with ``--batches``, ``BATCHxSEQ``.
 
 Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/dynamic_shapes.py``.
 """
@@ -27,21 +32,32 @@ import numpy as np
 import tvm
 from bench.build import build
 from bench.check import max_err
+from bench.onnx_baseline import measure_ort
 from bench.report import fmt, header, markdown_table, start_run, write_json
 from bench.timing import evaluator_latency_ms, median
+from bench.torch_baselines import measure_torch
+from tvm.s_tir import meta_schedule as ms
 
 from scan_tir import workloads
-from scan_tir.tune import dynamic
+from scan_tir.tune import default_target, dynamic
+from scan_tir.tune.symbolic import specialize
+from scan_tir.tune.tuner import tune_module
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="batch=1,input=512,hidden=256")
     p.add_argument("--seqs", default="16,64,256,1024", help="the listed lengths")
-    p.add_argument("--unlisted", default="37,1000")
-    p.add_argument("--single-at", type=int, default=80, help="today's one tuned length")
-    p.add_argument("--trials", type=int, default=64, help="budget of each tuning")
+    p.add_argument("--batches", default="", help="the listed batches (batch symbolic)")
+    p.add_argument("--unlisted", default="37,1000", help="instances not listed")
+    p.add_argument("--single-at", default="80", help="today's one tuned instance")
+    p.add_argument("--per-instance", default="", help="instances tuned alone, comma-separated")
+    p.add_argument("--per-instance-trials", type=int, default=32)
+    p.add_argument("--trials", type=int, default=64, help="budget of dynamic and of single")
+    p.add_argument("--population", type=int, default=512)
     p.add_argument("--kernels", type=int, default=4)
+    p.add_argument("--time-everywhere", action="store_true")
+    p.add_argument("--baselines", action="store_true", help="PyTorch and onnxruntime too")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--work-dir", type=Path, default=Path("build/dynamic_shapes"))
@@ -49,58 +65,110 @@ def main() -> None:
     args = p.parse_args()
     load = start_run()
     sizes = {k: int(v) for k, v in (kv.split("=") for kv in args.sizes.split(","))}
-    listed = [int(s) for s in args.seqs.split(",")]
-    unlisted = [int(s) for s in args.unlisted.split(",")]
-    base = workloads.get("lstm", seq=listed[0], **sizes)
-    func = base.symbolic_func(["seq"])
+    grid = {"seq": [int(s) for s in args.seqs.split(",")]}
+    if args.batches:
+        grid = {"batch": [int(b) for b in args.batches.split(",")], **grid}
+    names = list(grid)
 
-    runs, seconds = {}, {}
+    def instance(text: str) -> tuple[int, ...]:
+        values = tuple(int(v) for v in text.split("x"))
+        if len(values) != len(names):
+            raise SystemExit(f"instance {text!r}: expected {'x'.join(names).upper()}")
+        return values
+
+    listed = [(b, s) for b in grid["batch"] for s in grid["seq"]] if args.batches else [
+        (s,) for s in grid["seq"]]
+    unlisted = [instance(t) for t in args.unlisted.split(",") if t]
+    probes = [instance(t) for t in args.per_instance.split(",") if t]
+    func = workloads.get("lstm", seq=grid["seq"][0], **sizes).symbolic_func(names)
+
+    def workload(at: tuple[int, ...]) -> workloads.Workload:
+        return workloads.get("lstm", **{**sizes, **dict(zip(names, at))})
+
+    runs, seconds, libs = {}, {}, {}
     for name, kwargs in {
-        "dynamic": dict(kernels=args.kernels),
-        "single": dict(kernels=1, candidates=1, representatives=[(args.single_at,)]),
+        "dynamic": dict(kernels=args.kernels, predict=not args.time_everywhere),
+        "single": dict(kernels=1, candidates=1, representatives=[instance(args.single_at)]),
     }.items():
         t = time.perf_counter()
-        runs[name] = dynamic(
-            func, args.work_dir / name, {"seq": listed}, trials=args.trials, **kwargs
-        )
+        runs[name] = dynamic(func, args.work_dir / name, grid, trials=args.trials,
+                             population=args.population, **kwargs)
         seconds[name] = time.perf_counter() - t
-    libs = {name: build(r.func) for name, r in runs.items()}
+        libs[name] = build(runs[name].func)
+    for probe in probes:  # the fixed-shape function, tuned and built at its instance
+        t = time.perf_counter()
+        fixed = tvm.IRModule({"main": specialize(func, dict(zip(names, probe)))})
+        work = args.work_dir / ("per_instance_" + "x".join(map(str, probe)))
+        tune_module(fixed, work, args.per_instance_trials, default_target(),
+                    label=f"per-instance {probe}", population=args.population)
+        best = ms.tir_integration.compile_tir(ms.database.JSONDatabase(work_dir=str(work)),
+                                              fixed, default_target())
+        seconds[f"per-instance {probe}"] = time.perf_counter() - t
+        libs[probe] = build(best.mod["main"])
 
     rows, raw = [], {}
-    for seq in listed + unlisted:
-        wl = workloads.get("lstm", seq=seq, **sizes)
+    for at in listed + unlisted:
+        wl = workload(at)
         values = wl.input_arrays(seed=1)
         ref = wl.numpy(values)
+        arms = ["dynamic", "single", *([at] if at in probes else [])]
         args_of = {}
-        for name, lib in libs.items():
+        for arm in arms:
             outs = [tvm.runtime.tensor(np.zeros(r.shape, "float32")) for r in ref]
             ins = [tvm.runtime.tensor(v) for v in values]
-            lib["main"](*ins, *outs)
+            libs[arm]["main"](*ins, *outs)
             err = max(max_err(o.numpy(), r) for o, r in zip(outs, ref, strict=True))
             if err > 1e-4:
-                raise SystemExit(f"{name} off from numpy at seq {seq}: {err:.3g}")
-            args_of[name] = [*ins, *outs]
-        times = {name: [] for name in libs}
+                raise SystemExit(f"{arm} off from numpy at {at}: {err:.3g}")
+            args_of[arm] = [*ins, *outs]
+        times = {arm: [] for arm in arms}
         for _ in range(args.rounds):
-            for name, lib in libs.items():
-                times[name] += evaluator_latency_ms(lib, args_of[name], args.repeats)
-        ms = {name: median(ts) for name, ts in times.items()}
-        raw[seq] = times
-        kernel = "-" if seq not in listed else str(runs["dynamic"].table[(seq,)])
-        rows.append([str(seq), "yes" if seq in listed else "no", kernel, fmt(ms["dynamic"]),
-                     fmt(ms["single"]), fmt(ms["dynamic"] / ms["single"])])
+            for arm in arms:
+                times[arm] += evaluator_latency_ms(libs[arm], args_of[arm], args.repeats)
+        ms_of = {("per-instance" if isinstance(a, tuple) else a): median(t)
+                 for a, t in times.items()}
+        if args.baselines:
+            torch = measure_torch(wl, values, ref, args.repeats * args.rounds, False)
+            ort = measure_ort(wl, values, ref, args.repeats * args.rounds)
+            ms_of["PyTorch"] = min(median(torch.eager2_ms), median(torch.eager1_ms))
+            if not ort.skipped:
+                ms_of["onnxruntime"] = min(median(ort.ort2_ms), median(ort.ort1_ms))
+        raw["x".join(map(str, at))] = {str(a): t for a, t in times.items()} | {
+            k: v for k, v in ms_of.items() if k in ("PyTorch", "onnxruntime")}
+        dyn = runs["dynamic"]
+        baseline = min([ms_of[k] for k in ("PyTorch", "onnxruntime") if k in ms_of] or [np.nan])
+        rows.append([
+            "x".join(map(str, at)), "yes" if at in listed else "no",
+            str(dyn.table[at]) if at in listed else "-",
+            fmt(ms_of["dynamic"]),
+            fmt(dyn.predicted_ms[at]) if at in listed else "-",
+            fmt(ms_of["single"]),
+            fmt(ms_of["per-instance"]) if "per-instance" in ms_of else "-",
+            fmt(ms_of.get("PyTorch", float("nan"))),
+            fmt(ms_of.get("onnxruntime", float("nan"))),
+            fmt(ms_of["dynamic"] / ms_of["single"]),
+            fmt(ms_of["dynamic"] / ms_of["per-instance"]) if "per-instance" in ms_of else "-",
+            fmt(ms_of["dynamic"] / baseline),
+        ])
     print(header(load))
-    print(f"Sizes {sizes}; listed lengths {listed}; budget {args.trials} trials each; "
-          f"tuning and choosing took {seconds['dynamic']:.0f} s (dynamic, "
-          f"{runs['dynamic'].candidates} candidates timed, {len(runs['dynamic'].kernels)} "
-          f"kernels) and {seconds['single']:.0f} s (single, tuned at {args.single_at}).")
+    print(f"Sizes {sizes}; grid {grid}; budget {args.trials} trials for dynamic and for "
+          f"single, {args.per_instance_trials} per probe; population {args.population}; "
+          f"tuning and choosing took " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
+          + f"; dynamic: {runs['dynamic'].candidates} candidates, "
+          f"{len(runs['dynamic'].kernels)} kernels, "
+          f"{'timed everywhere' if args.time_everywhere else 'predicted off the corners'}.")
     print(markdown_table(
-        ["seq", "listed", "dynamic kernel", "dynamic ms", "single ms", "dynamic / single"], rows
-    ))
+        ["instance", "listed", "kernel", "dynamic ms", "predicted", "single ms",
+         "per-instance ms", "PyTorch ms", "onnxruntime ms", "dyn / single",
+         "dyn / per-instance", "dyn / fastest baseline"], rows))
     if args.json:
-        write_json(args.json, {"sizes": sizes, "listed": listed, "seconds": seconds,
-                               "ms": {str(k): v for k, v in raw.items()},
-                               "table": {str(k): v for k, v in runs["dynamic"].table.items()}})
+        write_json(args.json, {
+            "sizes": sizes, "grid": grid, "seconds": seconds, "ms": raw,
+            "table": {"x".join(map(str, k)): v for k, v in runs["dynamic"].table.items()},
+            "predicted_ms": {"x".join(map(str, k)): v
+                             for k, v in runs["dynamic"].predicted_ms.items()},
+            "skipped": runs["dynamic"].skipped,
+        })
 
 
 if __name__ == "__main__":

@@ -81,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
                    "dispatches by shape among at most --kernels schedules")
     t.add_argument("--kernels", type=int, default=4, help="with --dynamic (default 4)")
     t.add_argument("--out", "-o", type=Path, help="with --dynamic: write the library here")
+    t.add_argument("--time-everywhere", action="store_true",
+                   help="with --dynamic: time every candidate at every instance instead of "
+                   "at the tuned ones and predicting the rest")
     lowering = t.add_argument_group(
         "lowering options",
         "default: the config name's suffixes (A-FAST-INSTEP), else scan_tir.LoweringOptions(); "
@@ -186,8 +189,8 @@ def _tune(args: argparse.Namespace) -> int:
     workload = replace(workload, options=_options(args, workload.options))
     if args.dynamic:
         return _tune_dynamic(args, workload)
-    if args.out:
-        raise UsageError("--out goes with --dynamic")
+    if args.out or args.time_everywhere:
+        raise UsageError(f"{'--out' if args.out else '--time-everywhere'} goes with --dynamic")
     result = tune(
         workload,
         args.work_dir,
@@ -225,12 +228,13 @@ def _tune_dynamic(args: argparse.Namespace, workload) -> int:
             raise UsageError(f"--dynamic: expected SIZE=V,V,..., got {text!r}") from None
     func = workload.symbolic_func(list(instances))
     result = dynamic(func, args.work_dir, instances, trials=args.trials, kernels=args.kernels,
-                     population=args.population)
+                     population=args.population, predict=not args.time_everywhere)
     print(f"{workload.recurrence.name}: {len(result.kernels)} kernels from "
           f"{result.candidates} timed records ({len(result.skipped)} skipped)")
     for instance, kernel in sorted(result.table.items()):
         shape = ", ".join(f"{n}={v}" for n, v in zip(result.names, instance))
-        print(f"  {shape}: kernel {kernel}, {result.latency_ms[instance]:.4g} ms")
+        print(f"  {shape}: kernel {kernel}, {result.latency_ms[instance]:.4g} ms "
+              f"(expected {result.predicted_ms[instance]:.4g})")
     if args.out:
         mod = tvm.IRModule({"main": result.func.with_attr("global_symbol", "main")})
         tvm.compile(mod, target=default_target(), tir_pipeline=PIPELINE).export_library(

@@ -101,6 +101,8 @@ def test_verify_refuses_a_malformed_range(tiny, capsys, text):
         (["db", "verify", "{tiny}", "--records", "9-"], "no record in 9-; the database has 4"),
         (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--out", "{tmp}/x.so"],
          "--out goes with --dynamic"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--time-everywhere"],
+         "--time-everywhere goes with --dynamic"),
         (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "seq=4,x"],
          "expected SIZE=V,V,..., got 'seq=4,x'"),
         (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "seq=4", "--per-scan"],

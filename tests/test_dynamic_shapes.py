@@ -73,6 +73,25 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_one_function_serves_every_batch_and_length(tmp_path):
+    """Batch symbolic too: the step's tiles over batch end in a partial tile at batches
+    that are no multiple of theirs (3, 5), and at batch 1 the only tile is partial."""
+    wl = workloads.get("lstm", seq=4, **SIZES)
+    result = dyn.dynamic(
+        wl.symbolic_func(["batch", "seq"]), tmp_path, {"batch": [1, 4], "seq": [4, 16]},
+        trials=4, population=8, candidates=2, kernels=2,
+    )
+    assert set(result.table) == {(1, 4), (1, 16), (4, 4), (4, 16)}
+    lib = compile_func(result.func)
+    for batch, seq in [(1, 1), (3, 5), (4, 16), (5, 17), (8, 3)]:
+        sizes = {**SIZES, "batch": batch}
+        case = workloads.get("lstm", seq=seq, **sizes)
+        got, want = outputs(case, lib, case.input_arrays())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
+
+
 def test_greedy_choice_covers_the_instances_by_weighted_latency():
     small, large = (1,), (2,)
     timed = [
@@ -84,6 +103,27 @@ def test_greedy_choice_covers_the_instances_by_weighted_latency():
     assert dyn._choose(timed, [small, large], weights, 1) == [1]  # 7 against 11
     assert dyn._choose(timed, [small, large], weights, 3) == [1, 0]  # nothing gains on 3 ms
     assert dyn._choose(timed, [small, large], {small: 10.0, large: 1.0}, 1) == [0]
+
+
+def test_a_kernel_wrong_at_one_instance_is_not_used_there():
+    """The chosen kernel is checked everywhere; where it is wrong another serves, and the
+    reason is kept."""
+    small, large = (1,), (2,)
+
+    class Bench:
+        def right(self, kernel, instance):
+            return not (kernel.where == "fast" and instance == large)
+
+    pool = [
+        dyn._Kernel(None, None, "fast", {small: 1.0, large: 1.0}),
+        dyn._Kernel(None, None, "slow", {small: 3.0, large: 3.0}),
+    ]
+    skipped = []
+    chosen = dyn._checked_choice(pool, [small, large], {small: 1, large: 1}, 2, Bench(), skipped)
+    assert sorted(chosen) == [0, 1] and pool[0].estimate[large] == float("inf")
+    assert skipped == ["fast: wrong result at (2,), not used there"]
+    with pytest.raises(ScanLoweringError, match=r"no candidate is right at \[\(2,\)\]"):
+        dyn._checked_choice(pool[:1], [small, large], {small: 1, large: 1}, 2, Bench(), [])
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,11 @@ on weights packed ahead of time) and ``pad_rows`` (a product hoisted out of a sc
 computed over whole tiles at a symbolic length), and ``PersistentLaunch`` with the TIR
 pipeline ``PIPELINE`` every scan-tir build uses (a time loop run inside one thread-pool
 launch, a barrier per nest), which starts with ``ConcurrentLanes`` (independent scans
-side by side, a thread each) and ``PipelinedScans`` (a stacked layer a chunk of steps
-behind the one that feeds it, a thread each). Fast math, which the converter applies
-as one of its options, lives in ``scan_tir.lower``, so that ``lower`` never imports
-``transform``.
+side by side, a thread each), ``PipelinedScans`` (a stacked layer a chunk of steps
+behind the one that feeds it, a thread each) and ``BoundTileBuffers`` (a tile's own
+buffers sized by the tile at a symbolic size, which TVM 0.27 sizes INT_MAX). Fast
+math, which the converter applies as one of its options, lives in ``scan_tir.lower``, so
+that ``lower`` never imports ``transform``.
 """
 
 from .concurrent_lanes import ConcurrentLanes
@@ -17,9 +18,11 @@ from .padded_rows import pad_rows
 from .persistent_launch import PIPELINE, PersistentLaunch
 from .pipelined_scans import PipelinedScans
 from .prepacked import elide_param_copies, prepacked
+from .tile_buffers import BoundTileBuffers
 
 __all__ = [
     "PIPELINE",
+    "BoundTileBuffers",
     "ConcurrentLanes",
     "PersistentLaunch",
     "PipelinedScans",

@@ -191,8 +191,12 @@ def _reads_padded_only(c: _Candidate, intermediates: list[tirx.Var], padded: set
 
 
 def _grown(buffer: tirx.Var, axis: int, extent: tirx.Expr) -> tirx.Var:
+    return with_shape(buffer, [extent if i == axis else d for i, d in enumerate(buffer.ty.shape)])
+
+
+def with_shape(buffer: tirx.Var, shape: Sequence[tirx.Expr]) -> tirx.Var:
+    """A buffer like ``buffer`` (same name, dtype, scope, layout) of shape ``shape``."""
     ty = buffer.ty
-    shape = [extent if i == axis else d for i, d in enumerate(ty.shape)]
     new_ty = tirx.BufferType(
         ty.dtype,
         ty.storage_scope,

@@ -25,7 +25,8 @@ this pass therefore does itself, after the S-TIR pipeline has placed every alloc
 So what reaches the codegen is legal by construction, and the barriers separate every
 nest's writes from the next nest's reads, including the last nest of step t from the
 first of step t+1. Builds take this pass through the TIR pipeline :data:`PIPELINE`
-(``ConcurrentLanes``, TVM's S-TIR pipeline, then this pass); a marked loop built with
+(``ConcurrentLanes``, ``PipelinedScans``, ``BoundTileBuffers``, TVM's S-TIR pipeline,
+then this pass); a marked loop built with
 TVM's default pipeline runs as an ordinary loop, one launch per parallel nest, with the
 same result.
 """
@@ -43,6 +44,7 @@ from ..errors import ScanLoweringError
 from ..lower.vocabulary import PERSISTENT, is_parallel_loop
 from .concurrent_lanes import ConcurrentLanes
 from .pipelined_scans import PipelinedScans
+from .tile_buffers import BoundTileBuffers
 
 #: The TIR pipeline every scan-tir build uses (``tvm.compile(..., tir_pipeline=PIPELINE)``).
 PIPELINE = "scan_tir"
@@ -177,7 +179,7 @@ def _pipeline(**kwargs):
     :func:`PersistentLaunch` (before the host passes, which turn allocations into workspace
     calls)."""
     lower, host, device = default_s_tir_pipeline(**kwargs)
-    passes = [ConcurrentLanes, PipelinedScans, lower, PersistentLaunch]
+    passes = [ConcurrentLanes, PipelinedScans, BoundTileBuffers, lower, PersistentLaunch]
     return tvm.transform.Sequential(passes), host, device
 
 

@@ -1,26 +1,31 @@
 """Tuning a function of symbolic sizes for a weighted set of size instances (DietCode's idea).
 
-Serving traffic has every sequence length; MetaSchedule tunes one static shape. DietCode
-(MLSys 2022) tunes once for a set of shape instances and dispatches among a few kernels
-at run time. Here: the function is tuned at a few representative instances (by default
-the corners of the grid, smallest and largest of every size), each with its share of
-the budget; the best records of each are replayed on the symbolic function
+Serving traffic has every batch size and sequence length; MetaSchedule tunes one static
+shape. DietCode (MLSys 2022) tunes once for a set of shape instances and dispatches among
+a few kernels at run time. Here: the function is tuned at a few representative instances
+(by default the corners of the grid, smallest and largest of every size), each with its
+share of the budget; the best records of each are replayed on the symbolic function
 (:func:`~scan_tir.tune.symbolic.replay_sized`, which keeps tile shapes and pads the
-hoisted product), each replayed kernel is built once and timed at every instance, and at
-most ``kernels`` of them are chosen greedily by weighted latency. :func:`dispatch` joins
-the chosen ones into one function that picks by shape (the instance a shape rounds up
-to). Every kernel is checked against the untuned function at every instance before it
-may be chosen; one that fails to replay, to build or to compute right is skipped with
-its reason logged.
+hoisted product) and built once. Each is timed at the grid's corners and its latency at
+the other instances predicted (:mod:`~scan_tir.tune.instance_cost`: multilinear in the
+sizes padded to its tiles, DietCode's adaptation), so a candidate costs ``2^n`` timings,
+not one per instance; at most ``kernels`` are chosen greedily by weighted latency, then
+checked at every instance and timed there, and the table of which kernel serves which
+instance comes from those timings. :func:`dispatch` joins the chosen ones into one
+function that picks by shape (the instance a shape rounds up to).
 
-Not yet DietCode's cost model: every candidate is timed at every instance instead of
-being timed at a few and predicted at the rest. A symbolic batch does not build in TVM
-0.27 once the step is tiled over it (notes.md), so batch is fixed for now.
+A record that fails to replay, to build or to compute right where it was timed is
+skipped with its reason logged; a chosen kernel wrong at some instance is not used there
+(the choice is made again without it there), never a wrong result. A symbolic batch is
+served as a symbolic length is: the step's tiles over batch keep their tuned shape, the
+last one guarded by a predicate (``scan_tir.transform.tile_buffers`` sizes its buffers,
+which TVM 0.27 does not).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +42,7 @@ from ..db import numerics
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, scan_violations
 from .dispatch import dispatch, nearest_instance
+from .instance_cost import fit_latency, tile_multiples
 from .progress import log
 from .symbolic import replay_sized, size_vars, specialize
 from .target import default_target
@@ -54,8 +60,19 @@ class Dynamic:
     kernels: list[tirx.PrimFunc]  # the chosen schedules, replayed on the symbolic function
     table: dict[Instance, int]  # instance -> index into kernels
     latency_ms: dict[Instance, float]  # the chosen kernel's median at each instance
-    candidates: int  # kernels timed (replayed, built and right at every instance)
-    skipped: list[str] = field(default_factory=list)  # why each other record was not
+    predicted_ms: dict[Instance, float]  # what the choice expected of it there
+    candidates: int  # kernels that replayed, built and were right where timed
+    skipped: list[str] = field(default_factory=list)  # why a record was not used (where)
+
+
+@dataclass
+class _Kernel:
+    func: tirx.PrimFunc
+    lib: tvm.runtime.Module
+    where: str
+    estimate: dict[Instance, float]  # ms, measured or predicted; inf where it is wrong
+    measured: dict[Instance, float] = field(default_factory=dict)
+    checked: set = field(default_factory=set)
 
 
 def dynamic(
@@ -68,6 +85,7 @@ def dynamic(
     kernels: int = 4,
     candidates: int = 4,
     representatives: Sequence[Instance] | None = None,
+    predict: bool = True,
     target: Target | None = None,
     population: int = 512,
     repeat: int = 3,
@@ -87,6 +105,10 @@ def dynamic(
         Best records of each representative replayed and timed.
     representatives
         Instances tuned at; default the grid's corners.
+    predict
+        Time each candidate at the grid's corners only and predict the other instances
+        (:mod:`~scan_tir.tune.instance_cost`); the chosen kernels are then checked and
+        timed everywhere. False times every candidate everywhere.
     """
     target = target or default_target()
     names, grid = _grid(func, instances)
@@ -105,34 +127,85 @@ def dynamic(
                         population=population)
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
 
-    reference = _build(func, target)
-    cases = {i: _case(func, names, i, reference) for i in grid}
+    timed_at = _corners(instances, names) if predict else grid
+    bench = _Bench(func, names, target, repeat)
     expected = expected_scans(tvm.IRModule({"main": func}))["main"]
-    timed: list[tuple[tirx.PrimFunc, dict[Instance, float]]] = []
+    sizes = [size_vars(func)[n] for n in names]
+    pool: list[_Kernel] = []
     skipped: list[str] = []
     for name, task in tasks.items():
         task_mod = tvm.IRModule({"main": task})
         records = database.get_top_k(database.commit_workload(task_mod), candidates)
         for rank, record in enumerate(records):
             where = f"{name} #{rank}"
-            kernel, times = _candidate(record, func, expected, target, cases, repeat)
+            kernel = _replayed(record, func, expected, target, where)
             if isinstance(kernel, str):
                 skipped.append(f"{where}: {kernel}")
                 log(f"dynamic: skipped {where}: {kernel}")
-            else:
-                timed.append((kernel, times))
-    if not timed:
+                continue
+            wrong = [i for i in timed_at if not bench.right(kernel, i)]
+            if wrong:
+                skipped.append(f"{where}: wrong result at {wrong[0]}")
+                log(f"dynamic: skipped {where}: wrong result at {wrong[0]}")
+                continue
+            kernel.measured = {i: bench.time(kernel, i) for i in timed_at}
+            model = fit_latency(kernel.measured, tile_multiples(kernel.func, sizes))
+            kernel.estimate = {i: kernel.measured.get(i, max(model(i), 0.0)) for i in grid}
+            pool.append(kernel)
+    if not pool:
         raise ScanLoweringError(
             "dynamic: no tuned record serves the symbolic function: " + "; ".join(skipped)
         )
-    chosen = _choose(timed, grid, weights, kernels)
-    table = {i: min(range(len(chosen)), key=lambda k: timed[chosen[k]][1][i]) for i in grid}
-    latency = {i: timed[chosen[table[i]]][1][i] for i in grid}
-    picked = [timed[c][0] for c in chosen]
+    chosen = _checked_choice(pool, grid, weights, kernels, bench, skipped)
+    for c in chosen:  # the table comes from measurements, not from the model
+        for i in grid:
+            if i not in pool[c].measured and pool[c].estimate[i] != math.inf:
+                pool[c].measured[i] = bench.time(pool[c], i)
+    measured = [{i: pool[c].measured.get(i, math.inf) for i in grid} for c in chosen]
+    table = {i: min(range(len(chosen)), key=lambda k: measured[k][i]) for i in grid}
+    latency = {i: measured[table[i]][i] for i in grid}
+    predicted = {i: pool[chosen[table[i]]].estimate[i] for i in grid}
+    picked = [pool[c].func for c in chosen]
     choice = nearest_instance(func, {n: instances[n] for n in names}, table)
     return Dynamic(
-        dispatch(func, picked, choice), names, picked, table, latency, len(timed), skipped
+        dispatch(func, picked, choice), names, picked, table, latency, predicted, len(pool),
+        skipped,
     )
+
+
+def _checked_choice(
+    pool: list[_Kernel],
+    grid: list[Instance],
+    weights: Mapping[Instance, float],
+    k: int,
+    bench: _Bench,
+    skipped: list[str],
+) -> list[int]:
+    """Choose by the estimates, check the chosen kernels at every instance, and choose
+    again without a kernel where it is wrong, until every instance has a right one."""
+    while True:
+        timed = [(p.func, p.estimate) for p in pool]
+        chosen = _choose(timed, grid, weights, k)
+        changed = False
+        for c in chosen:
+            for i in grid:
+                if i in pool[c].checked or pool[c].estimate[i] == math.inf:
+                    continue
+                if bench.right(pool[c], i):
+                    pool[c].checked.add(i)
+                    continue
+                pool[c].estimate[i] = math.inf
+                skipped.append(f"{pool[c].where}: wrong result at {i}, not used there")
+                log(f"dynamic: {pool[c].where} is wrong at {i}; not used there")
+                changed = True
+        if changed:
+            continue
+        uncovered = [i for i in grid if min(pool[c].estimate[i] for c in chosen) == math.inf]
+        if uncovered:
+            raise ScanLoweringError(
+                f"dynamic: no candidate is right at {uncovered[:3]}: " + "; ".join(skipped)
+            )
+        return chosen
 
 
 def _grid(func: tirx.PrimFunc, instances: Mapping[str, Sequence[int]]) -> tuple[list, list]:
@@ -162,24 +235,40 @@ def _task_name(names: list[str], instance: Instance) -> str:
     return "_".join(f"{n}{v}" for n, v in zip(names, instance))
 
 
-@dataclass
-class _Case:
-    args: list[np.ndarray]
-    outputs: list[int]  # positions of the outputs among args
-    expected: list[np.ndarray]
+class _Bench:
+    """Inputs at each instance, the untuned function's outputs on them (made when first
+    needed), and the checks and timings of kernels there."""
 
+    def __init__(self, func: tirx.PrimFunc, names: list[str], target: Target, repeat: int):
+        self.func, self.names, self.repeat = func, names, repeat
+        self.reference = _build(func, target)
+        written = _written(func)
+        self.outputs = [k for k, p in enumerate(func.params) if any(p.same_as(w) for w in written)]
+        self.cases: dict[Instance, tuple[list[np.ndarray], list[np.ndarray]]] = {}
 
-def _case(func: tirx.PrimFunc, names: list[str], instance: Instance, reference) -> _Case:
-    """Random inputs at ``instance`` and the untuned function's outputs on them (the
-    parameters some block writes)."""
-    fixed = specialize(func, dict(zip(names, instance)))
-    shapes = [(tuple(int(d) for d in p.ty.shape), str(p.ty.dtype)) for p in fixed.params]
-    rng = np.random.default_rng(0)
-    args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
-    written = _written(func)
-    outputs = [k for k, p in enumerate(func.params) if any(p.same_as(w) for w in written)]
-    got = numerics.call(reference, args)
-    return _Case(args, outputs, [got[k] for k in outputs])
+    def case(self, instance: Instance) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if instance not in self.cases:
+            fixed = specialize(self.func, dict(zip(self.names, instance)))
+            shapes = [(tuple(int(d) for d in p.ty.shape), str(p.ty.dtype)) for p in fixed.params]
+            rng = np.random.default_rng(0)
+            args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
+            got = numerics.call(self.reference, args)
+            self.cases[instance] = (args, [got[k] for k in self.outputs])
+        return self.cases[instance]
+
+    def right(self, kernel: _Kernel, instance: Instance) -> bool:
+        args, expected = self.case(instance)
+        got = numerics.call(kernel.lib, args)
+        return all(
+            np.allclose(got[k], want, rtol=1e-4, atol=1e-4)
+            for k, want in zip(self.outputs, expected)
+        )
+
+    def time(self, kernel: _Kernel, instance: Instance) -> float:
+        """Median ms of ``repeat`` runs of at least 20 ms each."""
+        tensors = [tvm.runtime.tensor(a.copy()) for a in self.case(instance)[0]]
+        timer = kernel.lib.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
+        return statistics.median(timer(*tensors).results) * 1e3
 
 
 def _written(func: tirx.PrimFunc) -> list[tirx.Var]:
@@ -196,37 +285,27 @@ def _build(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Module:
     return numerics.build(func.with_attr("global_symbol", "main"), target)
 
 
-def _candidate(
+def _replayed(
     record: ms.database.TuningRecord,
     func: tirx.PrimFunc,
     expected: list,
     target: Target,
-    cases: dict[Instance, _Case],
-    repeat: int,
-) -> tuple[tirx.PrimFunc | str, dict[Instance, float]]:
-    """The record's schedule on the symbolic function and its median ms at each
-    instance; or why it is not a candidate."""
+    where: str,
+) -> _Kernel | str:
+    """The record's schedule on the symbolic function, built; or why it is not a
+    candidate."""
     try:
         kernel = replay_sized(record.trace, func)
     except Exception as err:  # ScheduleError, TVM's InternalError on a symbolic tile
-        return f"does not replay on the symbolic function ({_last(err)})", {}
+        return f"does not replay on the symbolic function ({_last(err)})"
     broken = scan_violations(kernel, expected)
     if broken:
-        return f"breaks the scan: {'; '.join(broken)}", {}
+        return f"breaks the scan: {'; '.join(broken)}"
     try:
         lib = _build(kernel, target)
     except Exception as err:  # TVM's codegen
-        return f"does not build ({_last(err)})", {}
-    times = {}
-    for instance, c in cases.items():
-        got = numerics.call(lib, c.args)
-        for k, want in zip(c.outputs, c.expected):
-            if not np.allclose(got[k], want, rtol=1e-4, atol=1e-4):
-                return f"wrong result at {instance}", {}
-        tensors = [tvm.runtime.tensor(a.copy()) for a in c.args]
-        timer = lib.time_evaluator("main", tvm.cpu(), repeat=repeat, min_repeat_ms=20)
-        times[instance] = statistics.median(timer(*tensors).results) * 1e3
-    return kernel, times
+        return f"does not build ({_last(err)})"
+    return _Kernel(kernel, lib, where, {})
 
 
 def _choose(

@@ -202,7 +202,7 @@ def _tile_multiples(trace: Trace, tiles: dict[int, tirx.Expr]) -> list[tuple[tir
     multiples: list[tuple[tirx.Expr, int]] = []
     analyzer = Analyzer()
     for index, extent in tiles.items():
-        base, factor = _split_base(extent)
+        base, factor = split_base(extent)
         inner = math.prod(int(f) for f in trace.get_decision(trace.insts[index])[1:])
         for k, (known, m) in enumerate(multiples):
             if analyzer.can_prove_equal(known, base):
@@ -213,7 +213,7 @@ def _tile_multiples(trace: Trace, tiles: dict[int, tirx.Expr]) -> list[tuple[tir
     return multiples
 
 
-def _split_base(extent: tirx.Expr) -> tuple[tirx.Expr, int]:
+def split_base(extent: tirx.Expr) -> tuple[tirx.Expr, int]:
     """``(E, c)`` for an extent ``(E + c - 1) // c`` (nested: c the product), else
     ``(extent, 1)``."""
     factor = 1
