@@ -1,13 +1,11 @@
-"""scan_tir.tune.dynamic_shapes: one tuning for a grid of lengths, one dispatching function."""
+"""scan_tir.tune.dynamic_shapes: one tuning for a grid of shapes, one dispatching function."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from tvm import te
 from util import compile_func, outputs
 
-import scan_tir
 from scan_tir import workloads
 from scan_tir.errors import ScanLoweringError
 from scan_tir.tune import dynamic_shapes as dyn
@@ -15,12 +13,8 @@ from scan_tir.tune import dynamic_shapes as dyn
 SIZES = {"batch": 2, "input": 16, "hidden": 32}
 
 
-def symbolic_lstm():
-    wl = workloads.get("lstm", seq=16, **SIZES)
-    seq = te.var("seq")
-    return scan_tir.create_prim_func(
-        wl.recurrence.build(**{**wl.sizes, "seq": seq}), options=wl.options
-    )
+def symbolic_lstm(names=("seq",)):
+    return workloads.get("lstm", seq=16, **SIZES).symbolic_func(list(names))
 
 
 @pytest.fixture(scope="module")
@@ -29,25 +23,30 @@ def tuned_dir(tmp_path_factory):
 
 
 def tune(work_dir, **kwargs):
+    """Batch and length symbolic, tuned at the four corners, one trial each."""
     return dyn.dynamic(
-        symbolic_lstm(), work_dir, {"seq": [4, 32]}, trials=4, population=8, candidates=2,
-        kernels=2, **kwargs,
+        symbolic_lstm(["batch", "seq"]), work_dir, {"batch": [1, 4], "seq": [4, 32]},
+        trials=4, population=8, candidates=2, kernels=2, **kwargs,
     )
 
 
 @pytest.mark.slow
-def test_one_function_serves_every_length(tuned_dir):
-    """Listed lengths, lengths between and beyond them, and 1, against numpy."""
+def test_one_function_serves_every_batch_and_length(tuned_dir):
+    """Listed shapes, shapes between and beyond them, batch 1 and length 1, and a long
+    sequence, against numpy. The step's tiles over batch end in a partial tile at
+    batches that are no multiple of theirs, and at batch 1 the only tile is partial."""
     result = tune(tuned_dir)
-    assert set(result.table) == {(4,), (32,)} and set(result.latency_ms) == set(result.table)
+    grid = {(1, 4), (1, 32), (4, 4), (4, 32)}
+    assert set(result.table) == grid and set(result.latency_ms) == grid
+    assert set(result.predicted_ms) == grid
     assert 1 <= len(result.kernels) <= 2 and result.candidates >= len(result.kernels)
     assert set(result.table.values()) <= set(range(len(result.kernels)))
     lib = compile_func(result.func)
-    for seq in (1, 3, 4, 5, 32, 33, 1024):
-        wl = workloads.get("lstm", seq=seq, **SIZES)
-        got, want = outputs(wl, lib, wl.input_arrays())
+    for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
+        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
+        got, want = outputs(case, lib, case.input_arrays())
         for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"seq={seq}")
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
 
 
 @pytest.mark.slow
@@ -64,45 +63,15 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
 
     monkeypatch.setattr(dyn, "replay_sized", failing_once)
     result = tune(tuned_dir)
-    assert result.skipped == [
-        "seq4 #0: does not replay on the symbolic function (RuntimeError: no replay here)"
-    ]
+    injected = "batch1_seq4 #0: does not replay on the symbolic function (RuntimeError: no "
+    assert result.skipped[0] == injected + "replay here)"
+    # others may fail on their own: a fusion tuned at batch 1 ("Merge loop's extent must
+    # be same") does not replay where batch is symbolic
+    assert all("no replay here" not in s for s in result.skipped[1:])
     lib = compile_func(result.func)
-    wl = workloads.get("lstm", seq=7, **SIZES)
-    got, want = outputs(wl, lib, wl.input_arrays())
+    case = workloads.get("lstm", seq=7, **{**SIZES, "batch": 3})
+    got, want = outputs(case, lib, case.input_arrays())
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.slow
-def test_one_function_serves_every_batch_and_length(tmp_path):
-    """Batch symbolic too: the step's tiles over batch end in a partial tile at batches
-    that are no multiple of theirs (3, 5), and at batch 1 the only tile is partial."""
-    wl = workloads.get("lstm", seq=4, **SIZES)
-    result = dyn.dynamic(
-        wl.symbolic_func(["batch", "seq"]), tmp_path, {"batch": [1, 4], "seq": [4, 16]},
-        trials=4, population=8, candidates=2, kernels=2,
-    )
-    assert set(result.table) == {(1, 4), (1, 16), (4, 4), (4, 16)}
-    lib = compile_func(result.func)
-    for batch, seq in [(1, 1), (3, 5), (4, 16), (5, 17), (8, 3)]:
-        sizes = {**SIZES, "batch": batch}
-        case = workloads.get("lstm", seq=seq, **sizes)
-        got, want = outputs(case, lib, case.input_arrays())
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
-
-
-def test_greedy_choice_covers_the_instances_by_weighted_latency():
-    small, large = (1,), (2,)
-    timed = [
-        ("fast small", {small: 1.0, large: 10.0}),
-        ("fast large", {small: 5.0, large: 2.0}),
-        ("dominated", {small: 6.0, large: 11.0}),
-    ]
-    weights = {small: 1.0, large: 1.0}
-    assert dyn._choose(timed, [small, large], weights, 1) == [1]  # 7 against 11
-    assert dyn._choose(timed, [small, large], weights, 3) == [1, 0]  # nothing gains on 3 ms
-    assert dyn._choose(timed, [small, large], {small: 10.0, large: 1.0}, 1) == [0]
 
 
 def test_a_kernel_wrong_at_one_instance_is_not_used_there():

@@ -21,7 +21,7 @@ from tvm import relax
 
 from scan_tir import ScanLoweringError
 from scan_tir.cli import main as cli
-from scan_tir.relax import build, export, from_exported_program, tune
+from scan_tir.relax import build, dynamic, export, from_exported_program, tune
 from scan_tir.relax.build import prepacked_weights, scheduled
 from scan_tir.relax.layers import LAYER_ATTR
 from scan_tir.relax.tuning import prepare, symbolic_sizes
@@ -159,6 +159,36 @@ def test_symbolic_length_and_batch_tuned_replay(target, tmp_path):
     try:
         for seq, batch in itertools.product((1, 17, 300, 2048), (1, 3)):
             check(executable, m, torch.randn(seq, batch, 6))
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_dynamic_kernels_dispatch_by_length(target, tmp_path):
+    """``scan_tir.relax.dynamic`` over lengths (by their Dim name): each scan kernel tuned
+    at the shortest and longest into one work dir and replaced by a kernel that branches
+    by length; the module right at listed, unlisted and unit lengths. (Batch symbolic
+    too goes the same way, one corner more per kernel: test_dynamic_shapes.py.)"""
+    torch.manual_seed(3)
+    m = Stacked().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mod = from_exported_program(
+            export(m, (torch.randn(8, 2, 6),), dynamic_shapes=({0: Dim("seq", max=2048)},))
+        )
+    model = dynamic(mod, target, tmp_path, {"seq": [4, 16]}, trials=2, kernels=2,
+                    candidates=1, population=8)
+    scans = [g.name_hint for g, f in model.mod.functions.items() if LAYER_ATTR in (f.attrs or {})]
+    assert len(scans) == 2 and set(scans) <= set(model.kernels) and model.untuned == {}
+    assert all(set(r.table) == {(4,), (16,)} for r in model.kernels.values())
+    tasks = (tmp_path / "database_workload.json").read_text().splitlines()
+    assert len(tasks) == 2 * len(model.kernels)  # one database: each kernel at two lengths
+    executable = model.compile(target)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for seq in (1, 4, 5, 16, 300):
+            check(executable, m, torch.randn(seq, 2, 6))
     finally:
         torch.set_num_threads(threads)
 

@@ -20,12 +20,14 @@ TVM's convert map), ``onnx_node`` (reading and checking a node), ``onnx_emit`` (
 :func:`tune` tunes every kernel of an imported module with the scan space, symbolic ones
 at representative sizes (``tuning``); :func:`build` compiles it with the tuned schedules
 and the weights packed once (``build``); ``deploy`` goes from a model file to a library
-(``scan-tir compile``, ``scan-tir run``).
+(``scan-tir compile``, ``scan-tir run``). :func:`dynamic` tunes the symbolic kernels for a
+grid of shapes instead, each becoming one kernel that dispatches by shape (``dynamic``).
 """
 
 from __future__ import annotations
 
 from .build import build
+from .dynamic import DynamicModel, dynamic
 from .frontend import RNN_OPS, from_exported_program
 from .onnx import ONNX_RNN_OPS, from_onnx
 from .torch_export import export
@@ -34,7 +36,9 @@ from .tuning import tune
 __all__ = [
     "ONNX_RNN_OPS",
     "RNN_OPS",
+    "DynamicModel",
     "build",
+    "dynamic",
     "export",
     "from_exported_program",
     "from_onnx",

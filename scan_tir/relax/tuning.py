@@ -85,12 +85,12 @@ def representatives(
     found: dict[tvm.ir.GlobalVar, tirx.PrimFunc] = {}
     for gv, func in fused.functions.items():
         if isinstance(func, tirx.PrimFunc) and size_vars(func) and gv not in found:
-            bound = _bound_at_call(fused, gv, func, sizes)
+            bound = bound_at_call(fused, gv, func, sizes)
             found[gv] = specialize(func, bound)
     return found
 
 
-def _bound_at_call(
+def bound_at_call(
     fused: tvm.IRModule, gv: tvm.ir.GlobalVar, func: tirx.PrimFunc, sizes: Mapping[str, int]
 ) -> dict[str, int]:
     """``func``'s size variables, by name, at its first call in ``fused`` under ``sizes``."""

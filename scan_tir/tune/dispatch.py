@@ -45,7 +45,9 @@ def dispatch(
     body = bodies[-1]
     for i in reversed(range(len(bodies) - 1)):
         body = tirx.IfThenElse(index == i, bodies[i], body)
-    return func.with_body(tirx.SeqStmt([tirx.Bind(index, tirx.Cast("int32", choice)), body]))
+    body = tirx.SeqStmt([tirx.Bind(index, tirx.Cast("int32", choice)), body])
+    # Under a root block, as every S-TIR function (Relax's AnnotateTIROpPattern needs it).
+    return func.with_body(s_tir.SBlockRealize([], True, s_tir.SBlock([], [], [], "root", body)))
 
 
 def nearest_instance(

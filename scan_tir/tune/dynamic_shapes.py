@@ -117,7 +117,8 @@ def dynamic(
     if missing:
         raise ScanLoweringError(f"dynamic: no weight for instance(s) {missing[:3]}")
     reps = list(representatives) if representatives is not None else _corners(instances, names)
-    tasks = {_task_name(names, r): specialize(func, dict(zip(names, r))) for r in reps}
+    main = func.with_attr("global_symbol", "main")  # as MetaSchedule's builder and runner call it
+    tasks = {_task_name(names, r): specialize(main, dict(zip(names, r))) for r in reps}
     for i, (name, task) in enumerate(tasks.items()):  # each its share of the budget
         share = trials // len(tasks) + (i < trials % len(tasks))
         task_mod = tvm.IRModule({"main": task})
@@ -154,7 +155,9 @@ def dynamic(
             pool.append(kernel)
     if not pool:
         raise ScanLoweringError(
-            "dynamic: no tuned record serves the symbolic function: " + "; ".join(skipped)
+            "dynamic: no tuned record serves the symbolic function: "
+            + ("; ".join(skipped) or f"{work_dir} holds no valid record of its tasks (the "
+               "tuning log says why its candidates failed)")
         )
     chosen = _checked_choice(pool, grid, weights, kernels, bench, skipped)
     for c in chosen:  # the table comes from measurements, not from the model
