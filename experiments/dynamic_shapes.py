@@ -17,7 +17,10 @@ Everything is checked against numpy and timed side by side, in rounds, at every 
 instance and at instances not listed; with ``--baselines``, PyTorch eager and onnxruntime
 (2 and 1 threads each, the faster kept) at every instance too. Weights are unpacked (a
 kernel chosen at run time reads the weights as given). Tuning times include timing the
-candidates. Instances are written ``SEQ`` or, with ``--batches``, ``BATCHxSEQ``.
+candidates. Instances are written ``SEQ`` or, with ``--batches``, ``BATCHxSEQ``. Each arm
+leaves its library and facts (tuning seconds, table, predictions) in its work dir, and a
+rerun with the same work dir takes them from there: a killed run resumes at the next arm
+(the tuning itself resumes from the records, as every scan-tir tuning does).
 
 Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/dynamic_shapes.py``.
 """
@@ -25,8 +28,11 @@ Run from the repo root: ``TVM_NUM_THREADS=2 python experiments/dynamic_shapes.py
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tvm
@@ -85,26 +91,41 @@ def main() -> None:
     def workload(at: tuple[int, ...]) -> workloads.Workload:
         return workloads.get("lstm", **{**sizes, **dict(zip(names, at))})
 
-    runs, seconds, libs = {}, {}, {}
+    def key(at: tuple[int, ...]) -> str:
+        return "x".join(map(str, at))
+
+    facts, libs = {}, {}
     for name, kwargs in {
         "dynamic": dict(kernels=args.kernels, predict=not args.time_everywhere),
         "single": dict(kernels=1, candidates=1, representatives=[instance(args.single_at)]),
     }.items():
-        t = time.perf_counter()
-        runs[name] = dynamic(func, args.work_dir / name, grid, trials=args.trials,
-                             population=args.population, **kwargs)
-        seconds[name] = time.perf_counter() - t
-        libs[name] = build(runs[name].func)
+        def tuned(kwargs=kwargs, name=name):
+            t = time.perf_counter()
+            r = dynamic(func, args.work_dir / name, grid, trials=args.trials,
+                        population=args.population, **kwargs)
+            return build(r.func), {
+                "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
+                "candidates": r.candidates, "skipped": r.skipped,
+                "table": {key(i): k for i, k in r.table.items()},
+                "latency_ms": {key(i): v for i, v in r.latency_ms.items()},
+                "predicted_ms": {key(i): v for i, v in r.predicted_ms.items()},
+            }
+
+        libs[name], facts[name] = cached(args.work_dir / name, tuned)
     for probe in probes:  # the fixed-shape function, tuned and built at its instance
-        t = time.perf_counter()
-        fixed = tvm.IRModule({"main": specialize(func, dict(zip(names, probe)))})
-        work = args.work_dir / ("per_instance_" + "x".join(map(str, probe)))
-        tune_module(fixed, work, args.per_instance_trials, default_target(),
-                    label=f"per-instance {probe}", population=args.population)
-        best = ms.tir_integration.compile_tir(ms.database.JSONDatabase(work_dir=str(work)),
-                                              fixed, default_target())
-        seconds[f"per-instance {probe}"] = time.perf_counter() - t
-        libs[probe] = build(best.mod["main"])
+        def tuned_alone(probe=probe):
+            t = time.perf_counter()
+            fixed = tvm.IRModule({"main": specialize(func, dict(zip(names, probe)))})
+            work = args.work_dir / ("per_instance_" + key(probe))
+            tune_module(fixed, work, args.per_instance_trials, default_target(),
+                        label=f"per-instance {probe}", population=args.population)
+            best = ms.tir_integration.compile_tir(
+                ms.database.JSONDatabase(work_dir=str(work)), fixed, default_target())
+            return build(best.mod["main"]), {"seconds": time.perf_counter() - t}
+
+        libs[probe], facts[f"per-instance {key(probe)}"] = cached(
+            args.work_dir / ("per_instance_" + key(probe)), tuned_alone)
+    seconds = {name: f["seconds"] for name, f in facts.items()}
 
     rows, raw = [], {}
     for at in listed + unlisted:
@@ -133,15 +154,15 @@ def main() -> None:
             ms_of["PyTorch"] = min(median(torch.eager2_ms), median(torch.eager1_ms))
             if not ort.skipped:
                 ms_of["onnxruntime"] = min(median(ort.ort2_ms), median(ort.ort1_ms))
-        raw["x".join(map(str, at))] = {str(a): t for a, t in times.items()} | {
+        raw[key(at)] = {str(a): t for a, t in times.items()} | {
             k: v for k, v in ms_of.items() if k in ("PyTorch", "onnxruntime")}
-        dyn = runs["dynamic"]
+        dyn = facts["dynamic"]
         baseline = min([ms_of[k] for k in ("PyTorch", "onnxruntime") if k in ms_of] or [np.nan])
         rows.append([
-            "x".join(map(str, at)), "yes" if at in listed else "no",
-            str(dyn.table[at]) if at in listed else "-",
+            key(at), "yes" if at in listed else "no",
+            str(dyn["table"][key(at)]) if at in listed else "-",
             fmt(ms_of["dynamic"]),
-            fmt(dyn.predicted_ms[at]) if at in listed else "-",
+            fmt(dyn["predicted_ms"][key(at)]) if at in listed else "-",
             fmt(ms_of["single"]),
             fmt(ms_of["per-instance"]) if "per-instance" in ms_of else "-",
             fmt(ms_of.get("PyTorch", float("nan"))),
@@ -154,21 +175,28 @@ def main() -> None:
     print(f"Sizes {sizes}; grid {grid}; budget {args.trials} trials for dynamic and for "
           f"single, {args.per_instance_trials} per probe; population {args.population}; "
           f"tuning and choosing took " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
-          + f"; dynamic: {runs['dynamic'].candidates} candidates, "
-          f"{len(runs['dynamic'].kernels)} kernels, "
+          + f"; dynamic: {facts['dynamic']['candidates']} candidates, "
+          f"{facts['dynamic']['kernels']} kernels, "
           f"{'timed everywhere' if args.time_everywhere else 'predicted off the corners'}.")
     print(markdown_table(
         ["instance", "listed", "kernel", "dynamic ms", "predicted", "single ms",
          "per-instance ms", "PyTorch ms", "onnxruntime ms", "dyn / single",
          "dyn / per-instance", "dyn / fastest baseline"], rows))
     if args.json:
-        write_json(args.json, {
-            "sizes": sizes, "grid": grid, "seconds": seconds, "ms": raw,
-            "table": {"x".join(map(str, k)): v for k, v in runs["dynamic"].table.items()},
-            "predicted_ms": {"x".join(map(str, k)): v
-                             for k, v in runs["dynamic"].predicted_ms.items()},
-            "skipped": runs["dynamic"].skipped,
-        })
+        write_json(args.json, {"sizes": sizes, "grid": grid, "ms": raw, "arms": facts})
+
+
+def cached(directory: Path, make: Callable[[], tuple[Any, dict]]) -> tuple[Any, dict]:
+    """The library and facts an arm left in ``directory``, or both made now and left
+    there, so that a run killed after an arm neither tunes nor chooses it again."""
+    lib_path, facts_path = directory / "arm.so", directory / "arm.json"
+    if lib_path.exists() and facts_path.exists():
+        return tvm.runtime.load_module(str(lib_path)), json.loads(facts_path.read_text())
+    lib, facts = make()
+    directory.mkdir(parents=True, exist_ok=True)
+    lib.export_library(str(lib_path))
+    facts_path.write_text(json.dumps(facts, indent=1) + "\n")
+    return lib, facts
 
 
 if __name__ == "__main__":
