@@ -23,10 +23,11 @@ def tuned_dir(tmp_path_factory):
 
 
 def tune(work_dir, **kwargs):
-    """Batch and length symbolic, tuned at the four corners, one trial each."""
+    """Batch and length symbolic, tuned at one instance (two trials); its records timed at
+    the four corners and predicted at none other (the grid is its corners)."""
     return dyn.dynamic(
         symbolic_lstm(["batch", "seq"]), work_dir, {"batch": [1, 4], "seq": [4, 32]},
-        trials=4, population=8, candidates=2, kernels=2, **kwargs,
+        trials=2, population=8, candidates=2, kernels=2, representatives=[(4, 32)], **kwargs,
     )
 
 
@@ -39,7 +40,7 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     grid = {(1, 4), (1, 32), (4, 4), (4, 32)}
     assert set(result.table) == grid and set(result.latency_ms) == grid
     assert set(result.predicted_ms) == grid
-    assert 1 <= len(result.kernels) <= 2 and result.candidates >= len(result.kernels)
+    assert 1 <= len(result.kernels) <= 2 and 1 <= result.candidates <= 2
     assert set(result.table.values()) <= set(range(len(result.kernels)))
     lib = compile_func(result.func)
     for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
@@ -63,7 +64,7 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
 
     monkeypatch.setattr(dyn, "replay_sized", failing_once)
     result = tune(tuned_dir)
-    injected = "batch1_seq4 #0: does not replay on the symbolic function (RuntimeError: no "
+    injected = "batch4_seq32 #0: does not replay on the symbolic function (RuntimeError: no "
     assert result.skipped[0] == injected + "replay here)"
     # others may fail on their own: a fusion tuned at batch 1 ("Merge loop's extent must
     # be same") does not replay where batch is symbolic
