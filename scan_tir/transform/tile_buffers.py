@@ -23,6 +23,8 @@ returned unchanged, so fixed-size builds are what they were.
 
 from __future__ import annotations
 
+import functools
+
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
@@ -153,8 +155,8 @@ def _span_start(
             continue
         lows = [analyzer.int_set(a[axis][0], dom).min_value for a in accesses]
         highs = [analyzer.int_set(a[axis][1], dom).max_value for a in accesses]
-        low = analyzer.simplify(_fold(tirx.min, lows))
-        extent = analyzer.simplify(_fold(tirx.max, highs) - low + 1)
+        low = analyzer.simplify(functools.reduce(tirx.min, lows))
+        extent = analyzer.simplify(functools.reduce(tirx.max, highs) - low + 1)
         if not isinstance(extent, tirx.IntImm) or int(extent) < 1:
             return None
         if any(mentions(low, v) for v in loops):  # a start that moves inside the block
@@ -162,13 +164,6 @@ def _span_start(
         starts.append(low)
         shape.append(extent)
     return starts, shape
-
-
-def _fold(op, exprs: list[tirx.Expr]) -> tirx.Expr:
-    out = exprs[0]
-    for e in exprs[1:]:
-        out = op(out, e)
-    return out
 
 
 def _offset(stmt: S.Stmt, old: tirx.Var, new: tirx.Var, starts: list[tirx.Expr]) -> S.Stmt:
