@@ -24,4 +24,6 @@ main: $(BIN)/python
 test: $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[tests]"
 	$(BIN)/ruff check .
-	TVM_NUM_THREADS=2 $(BIN)/python -m pytest -q tests
+# Two pytest workers, one per core, each test file on one worker (its module fixtures
+# built once): most of the suite's time is single-threaded compilation.
+	TVM_NUM_THREADS=2 $(BIN)/python -m pytest -q -n 2 --dist loadfile tests

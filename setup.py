@@ -41,6 +41,7 @@ setup(
         # scan_tir.relax.from_onnx against onnxruntime (skipped where they are missing).
         "tests": [
             "pytest",
+            "pytest-xdist",
             "hypothesis",
             "ruff",
             "nbclient",

@@ -21,6 +21,7 @@ from tvm import relax
 
 from scan_tir import ScanLoweringError
 from scan_tir.cli import main as cli
+from scan_tir.db.records import load
 from scan_tir.relax import build, dynamic, export, from_exported_program, tune
 from scan_tir.relax.build import prepacked_weights, scheduled
 from scan_tir.relax.layers import LAYER_ATTR
@@ -117,10 +118,12 @@ def test_tuned_kernels_scheduled_and_weights_packed_once(model, target, tuned):
 @pytest.mark.slow
 def test_tune_resumes(model, target, tuned):
     """A second run with the budget already met measures nothing. The budget is the
-    records there, not the fixture's: a task whose space ran out ends a run early."""
-    before = (tuned / "database_tuning_record.json").read_text()
-    tune(model[2], target, tuned, len(before.splitlines()), population=16)
-    assert (tuned / "database_tuning_record.json").read_text() == before
+    records there that load, not the fixture's: a task whose space ran out ends a run
+    early, and a record whose trace TVM cannot replay is dropped by the repair."""
+    records = tuned / "database_tuning_record.json"
+    before = set(records.read_text().splitlines())
+    tune(model[2], target, tuned, len(load(tuned).entries), population=16)
+    assert set(records.read_text().splitlines()) <= before
 
 
 class Stacked(torch.nn.Module):
