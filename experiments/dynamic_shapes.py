@@ -1,7 +1,8 @@
 """One tuning for a grid of shapes against today's one tuned shape, tuning per instance, and
 PyTorch and onnxruntime (issue 17, item 5).
 
-topi's LSTM with ``seq`` (and, with ``--batches``, ``batch``) symbolic, tuned three ways:
+A zoo recurrence (``--workload``: topi's LSTM by default, or the GRU of config E) with
+``seq`` (and, with ``--batches``, ``batch``) symbolic, tuned three ways:
 
 - dynamic: :func:`scan_tir.tune.dynamic` over the grid (tuned at its corners, each with
   its share of ``--trials``; candidates timed at the corners and predicted elsewhere,
@@ -52,6 +53,7 @@ from scan_tir.tune.tuner import tune_module
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", default="lstm", help="a zoo recurrence: lstm, gru, ...")
     p.add_argument("--sizes", default="batch=1,input=512,hidden=256")
     p.add_argument("--seqs", default="16,64,256,1024", help="the listed lengths")
     p.add_argument("--batches", default="", help="the listed batches (batch symbolic)")
@@ -86,10 +88,10 @@ def main() -> None:
         (s,) for s in grid["seq"]]
     unlisted = [instance(t) for t in args.unlisted.split(",") if t]
     probes = [instance(t) for t in args.per_instance.split(",") if t]
-    func = workloads.get("lstm", seq=grid["seq"][0], **sizes).symbolic_func(names)
+    func = workloads.get(args.workload, seq=grid["seq"][0], **sizes).symbolic_func(names)
 
     def workload(at: tuple[int, ...]) -> workloads.Workload:
-        return workloads.get("lstm", **{**sizes, **dict(zip(names, at))})
+        return workloads.get(args.workload, **{**sizes, **dict(zip(names, at))})
 
     def key(at: tuple[int, ...]) -> str:
         return "x".join(map(str, at))
@@ -172,8 +174,9 @@ def main() -> None:
             fmt(ms_of["dynamic"] / baseline),
         ])
     print(header(load))
-    print(f"Sizes {sizes}; grid {grid}; budget {args.trials} trials for dynamic and for "
-          f"single, {args.per_instance_trials} per probe; population {args.population}; "
+    print(f"{args.workload}, sizes {sizes}; grid {grid}; budget {args.trials} trials for "
+          f"dynamic and for single, {args.per_instance_trials} per probe; "
+          f"population {args.population}; "
           f"tuning and choosing took " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
           + f"; dynamic: {facts['dynamic']['candidates']} candidates, "
           f"{facts['dynamic']['kernels']} kernels, "
@@ -183,7 +186,8 @@ def main() -> None:
          "per-instance ms", "PyTorch ms", "onnxruntime ms", "dyn / single",
          "dyn / per-instance", "dyn / fastest baseline"], rows))
     if args.json:
-        write_json(args.json, {"sizes": sizes, "grid": grid, "ms": raw, "arms": facts})
+        write_json(args.json, {"workload": args.workload, "sizes": sizes, "grid": grid,
+                               "ms": raw, "arms": facts})
 
 
 def cached(directory: Path, make: Callable[[], tuple[Any, dict]]) -> tuple[Any, dict]:

@@ -20,11 +20,10 @@ import pytest
 os.environ.setdefault("TVM_NUM_THREADS", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.target import Target  # noqa: E402
 from util import FIXTURE  # noqa: E402
 
-from scan_tir.tune import build_candidate, default_target  # noqa: E402
+from scan_tir.tune import PooledBuilder, build_candidate, default_target  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +42,13 @@ def host_target() -> Target:
 
 
 @pytest.fixture(scope="session")
-def builder() -> ms.builder.LocalBuilder:
-    """One builder for every tuning test: its construction runs a worker (sanity check).
-    It builds with scan_tir.tune.build_candidate (MetaSchedule's build without the 15-20 s
-    import of tensor_intrin in every fresh worker). One worker: two, each importing TVM on
-    these 2 busy cores, were slower for 4 candidates."""
-    return ms.builder.LocalBuilder(max_workers=1, f_build=build_candidate)
+def builder() -> PooledBuilder:
+    """One builder for every tuning test, its worker process kept from test to test
+    (PooledBuilder; LocalBuilder starts fresh workers for every batch). It builds with
+    scan_tir.tune.build_candidate (MetaSchedule's build without the import of tensor_intrin
+    in every fresh worker). One worker: two, each importing TVM on these 2 busy cores,
+    were slower for 4 candidates."""
+    return PooledBuilder(max_workers=1, f_build=build_candidate)
 
 
 @pytest.fixture

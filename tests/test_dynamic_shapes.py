@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from util import compile_func, outputs
@@ -73,6 +76,31 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
     case = workloads.get("lstm", seq=7, **{**SIZES, "batch": 3})
     got, want = outputs(case, lib, case.input_arrays())
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_kernel_far_slower_than_the_best_is_timed_once():
+    """Timing races: one long run far slower than the best at an instance is the kernel's
+    figure there; a run near the best, or one too short to trust, is timed in full."""
+    class Lib:
+        def __init__(self, seconds):
+            self.seconds, self.timed = seconds, 0
+
+        def __getitem__(self, name):
+            return lambda *args: time.sleep(self.seconds)
+
+        def time_evaluator(self, name, dev, repeat, min_repeat_ms):
+            def timer(*args):
+                self.timed += 1
+                return SimpleNamespace(results=[self.seconds] * repeat)
+            return timer
+
+    bench = dyn._Bench.__new__(dyn._Bench)
+    bench.repeat, bench.cases = 3, {(1,): ([np.zeros(2, "float32")], [])}
+    for seconds, best, timed in [(0.15, 0.05, 0), (0.15, 100.0, 1), (0.01, 0.001, 1)]:
+        lib = Lib(seconds)
+        ms = bench.time(dyn._Kernel(None, lib, "k", {}), (1,), best * 1e3)
+        assert lib.timed == timed, (seconds, best)
+        assert ms >= seconds * 1e3
 
 
 def test_a_kernel_wrong_at_one_instance_is_not_used_there():

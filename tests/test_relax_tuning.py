@@ -1,6 +1,7 @@
 """scan_tir.relax.tune and build: a model's kernels tuned with the scan space, the tuned
 module built with its weights packed once, replayed and checked against PyTorch; and the
-``scan-tir compile`` / ``run`` commands on an ONNX file.
+``scan-tir compile`` / ``run`` commands on an ONNX file. Symbolic sizes:
+test_relax_symbolic.py.
 
 Tolerance: rtol = atol = 1e-5, as in test_relax_torch.py (fast math, another summation
 order). Budgets are tiny: what is tested is that tuned records replay into a correct
@@ -9,34 +10,31 @@ module, not their speed (experiments/relax_models.py measures that).
 
 from __future__ import annotations
 
-import itertools
 import warnings
 
 import numpy as np
 import pytest
 import torch
 import tvm
-from torch.export import Dim
 from tvm import relax
+from util import matches_torch
 
 from scan_tir import ScanLoweringError
 from scan_tir.cli import main as cli
-from scan_tir.db.records import load
-from scan_tir.relax import build, dynamic, export, from_exported_program, tune
+from scan_tir.relax import build, from_exported_program, tune
 from scan_tir.relax.build import prepacked_weights, scheduled
-from scan_tir.relax.layers import LAYER_ATTR
-from scan_tir.relax.tuning import prepare, symbolic_sizes
+from scan_tir.relax.tuning import prepare, records_of_tasks, symbolic_sizes, tasks
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 PREPROC = "meta_schedule.layout_rewrite_preproc"
 
 
 class Tagger(torch.nn.Module):
-    """A 2-layer LSTM and a linear head: two scan kernels and TVM's own matmul."""
+    """An LSTM and a linear head: a scan kernel and TVM's own matmul."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.lstm = torch.nn.LSTM(6, 8, num_layers=2)
+        self.lstm = torch.nn.LSTM(6, 8)
         self.head = torch.nn.Linear(8, 5)
 
     def forward(self, x: torch.Tensor):
@@ -61,23 +59,13 @@ def model() -> tuple[torch.nn.Module, torch.Tensor, tvm.IRModule]:
 def tuned(model, target, tmp_path_factory):
     """A work dir with a few records of every kernel."""
     work_dir = tmp_path_factory.mktemp("relax-tune")
-    tune(model[2], target, work_dir, 20, num_trials_per_iter=4, population=16)
+    tune(model[2], target, work_dir, 16, num_trials_per_iter=4, population=16)
     return work_dir
-
-
-def check(executable, m: torch.nn.Module, x: torch.Tensor) -> None:
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    got = vm["main"](tvm.runtime.tensor(x.numpy()))
-    with torch.no_grad():
-        ref = m(x)
-    assert len(got) == len(ref)
-    for g, r in zip(got, ref, strict=True):
-        np.testing.assert_allclose(g.numpy(), r.numpy(), **TOL)
 
 
 def test_untuned_build(model, target):
     m, x, mod = model
-    check(build(mod, target), m, x)
+    matches_torch(build(mod, target), m, x, **TOL)
 
 
 def test_static_module_needs_no_sizes(model, tmp_path):
@@ -90,7 +78,7 @@ def test_static_module_needs_no_sizes(model, tmp_path):
 @pytest.mark.slow
 def test_tuned_model_replays_correct(model, target, tuned):
     m, x, mod = model
-    check(build(mod, target, tuned), m, x)
+    matches_torch(build(mod, target, tuned), m, x, **TOL)
 
 
 @pytest.mark.slow
@@ -118,94 +106,13 @@ def test_tuned_kernels_scheduled_and_weights_packed_once(model, target, tuned):
 @pytest.mark.slow
 def test_tune_resumes(model, target, tuned):
     """A second run with the budget already met measures nothing. The budget is the
-    records there that load, not the fixture's: a task whose space ran out ends a run
-    early, and a record whose trace TVM cannot replay is dropped by the repair."""
+    records of the tasks there, not the fixture's: a task whose space ran out ends a run
+    early, and a workload TVM committed in a scheduled form is no task's (records_of_tasks)."""
     records = tuned / "database_tuning_record.json"
-    before = set(records.read_text().splitlines())
-    tune(model[2], target, tuned, len(load(tuned).entries), population=16)
-    assert set(records.read_text().splitlines()) <= before
-
-
-class Stacked(torch.nn.Module):
-    """A 2-layer LSTM, its outputs flat: two scan kernels, no other model kernel."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lstm = torch.nn.LSTM(6, 8, num_layers=2)
-
-    def forward(self, x: torch.Tensor):
-        y, (h, c) = self.lstm(x)
-        return y, h, c
-
-
-@pytest.mark.slow
-def test_symbolic_length_and_batch_tuned_replay(target, tmp_path):
-    """A model exported with a symbolic length and batch, tuned at one size: every scan
-    kernel replays its records on the symbolic kernel (none is built untuned, as when the
-    final states were read after the scan, which left the root scope no stage pipeline),
-    and the one module is right at every length and batch, PyTorch on one thread."""
-    torch.manual_seed(2)
-    m = Stacked().eval()
-    dims = {0: Dim("seq", min=1, max=2048), 1: Dim("batch", min=1, max=64)}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mod = from_exported_program(export(m, (torch.randn(40, 2, 6),), dynamic_shapes=(dims,)))
-    sizes = {"seq": 40, "batch": 2}
-    tune(mod, target, tmp_path, 12, sizes=sizes, num_trials_per_iter=6, population=16)
-    fused = scheduled(prepare(mod, target), target, tmp_path)
-    scans = {gv.name_hint: f for gv, f in fused.functions.items() if LAYER_ATTR in (f.attrs or {})}
-    assert len(scans) == 2
-    assert [n for n, f in scans.items() if not f.attrs.get("tirx.is_scheduled", False)] == []
-    executable = build(mod, target, tmp_path)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for seq, batch in itertools.product((1, 17, 300, 2048), (1, 3)):
-            check(executable, m, torch.randn(seq, batch, 6))
-    finally:
-        torch.set_num_threads(threads)
-
-
-class OneLayer(torch.nn.Module):
-    """One LSTM layer, its outputs flat: one scan kernel."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lstm = torch.nn.LSTM(6, 8)
-
-    def forward(self, x: torch.Tensor):
-        y, (h, c) = self.lstm(x)
-        return y, h, c
-
-
-@pytest.mark.slow
-def test_dynamic_kernels_dispatch_by_length(target, tmp_path):
-    """``scan_tir.relax.dynamic`` over lengths (by their Dim name): every symbolic kernel
-    tuned at the shortest and longest into one work dir and replaced by a kernel that
-    branches by length; the module right at listed, unlisted and unit lengths. (Batch
-    symbolic too goes the same way, one corner more per kernel: test_dynamic_shapes.py.)"""
-    torch.manual_seed(3)
-    m = OneLayer().eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mod = from_exported_program(
-            export(m, (torch.randn(8, 2, 6),), dynamic_shapes=({0: Dim("seq", max=2048)},))
-        )
-    model = dynamic(mod, target, tmp_path, {"seq": [4, 16]}, trials=2, kernels=2,
-                    candidates=1, population=8)
-    scans = [g.name_hint for g, f in model.mod.functions.items() if LAYER_ATTR in (f.attrs or {})]
-    assert len(scans) == 1 and set(scans) <= set(model.kernels) and model.untuned == {}
-    assert all(set(r.table) == {(4,), (16,)} for r in model.kernels.values())
-    tasks = (tmp_path / "database_workload.json").read_text().splitlines()
-    assert len(tasks) == 2 * len(model.kernels)  # one database: each kernel at two lengths
-    executable = model.compile(target)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for seq in (1, 4, 5, 16, 300):
-            check(executable, m, torch.randn(seq, 2, 6))
-    finally:
-        torch.set_num_threads(threads)
+    before = records.read_text()
+    there = records_of_tasks(tuned, tasks(prepare(model[2], target), target, {}))
+    tune(model[2], target, tuned, there, population=16)
+    assert records.read_text() == before
 
 
 @pytest.fixture(scope="module")

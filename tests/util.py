@@ -115,3 +115,17 @@ def damage(work_dir: Path) -> list[str]:
     with (work_dir / RECORDS).open("a") as fh:
         fh.write(orphan + "\n" + lines[1][: len(lines[1]) // 2])
     return lines
+
+
+def matches_torch(executable, module, x, rtol: float, atol: float) -> None:
+    """A built Relax module (``main`` on ``x``) against the PyTorch module it came from."""
+    import torch
+    from tvm import relax
+
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x.numpy()))
+    with torch.no_grad():
+        ref = module(x)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=rtol, atol=atol)

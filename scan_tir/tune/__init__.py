@@ -13,6 +13,7 @@ from .dispatch import dispatch, nearest_instance
 from .dynamic_shapes import Dynamic, dynamic
 from .measure import build_candidate, local_runner, parse_rpc, rpc_runner
 from .per_scan import PerScanResult, compose, scan_tasks, tune_per_scan
+from .pooled_builder import PooledBuilder
 from .progress import log
 from .space import scan_space
 from .symbolic import apply_best, size_vars, specialize
@@ -22,6 +23,7 @@ from .tuner import TuneResult, tune, tune_module
 __all__ = [
     "Dynamic",
     "PerScanResult",
+    "PooledBuilder",
     "TuneResult",
     "apply_best",
     "build_candidate",

@@ -11,8 +11,10 @@ the other instances predicted (:mod:`~scan_tir.tune.instance_cost`: multilinear 
 sizes padded to its tiles, DietCode's adaptation), so a candidate costs ``2^n`` timings,
 not one per instance; at most ``kernels`` are chosen greedily by weighted latency, then
 checked at every instance and timed there, and the table of which kernel serves which
-instance comes from those timings. :func:`dispatch` joins the chosen ones into one
-function that picks by shape (the instance a shape rounds up to).
+instance comes from those timings. Timing races: a kernel whose one long run at an
+instance is already far slower than the best there is not timed further there.
+:func:`dispatch` joins the chosen ones into one function that picks by shape (the
+instance a shape rounds up to).
 
 A record that fails to replay, to build or to compute right where it was timed is
 skipped with its reason logged; a chosen kernel wrong at some instance is not used there
@@ -27,6 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +52,11 @@ from .target import default_target
 from .tuner import records_of, tune_module
 
 Instance = tuple[int, ...]
+
+#: A kernel whose one run at an instance takes ``RACE_MS`` or more (long enough that a
+#: cold cache does not count) and ``RACE`` times the fastest so far there is not timed
+#: further there: that one run is its figure.
+RACE, RACE_MS = 2.0, 100.0
 
 
 @dataclass
@@ -149,7 +157,7 @@ def dynamic(
                 skipped.append(f"{where}: wrong result at {wrong[0]}")
                 log(f"dynamic: skipped {where}: wrong result at {wrong[0]}")
                 continue
-            kernel.measured = {i: bench.time(kernel, i) for i in timed_at}
+            kernel.measured = {i: bench.time(kernel, i, _best(pool, i)) for i in timed_at}
             model = fit_latency(kernel.measured, tile_multiples(kernel.func, sizes))
             kernel.estimate = {i: kernel.measured.get(i, max(model(i), 0.0)) for i in grid}
             pool.append(kernel)
@@ -160,10 +168,10 @@ def dynamic(
                "tuning log says why its candidates failed)")
         )
     chosen = _checked_choice(pool, grid, weights, kernels, bench, skipped)
-    for c in chosen:  # the table comes from measurements, not from the model
-        for i in grid:
+    for i in grid:  # the table comes from measurements, not from the model
+        for c in sorted(chosen, key=lambda c: pool[c].estimate[i]):  # the likely best first
             if i not in pool[c].measured and pool[c].estimate[i] != math.inf:
-                pool[c].measured[i] = bench.time(pool[c], i)
+                pool[c].measured[i] = bench.time(pool[c], i, _best(pool, i))
     measured = [{i: pool[c].measured.get(i, math.inf) for i in grid} for c in chosen]
     table = {i: min(range(len(chosen)), key=lambda k: measured[k][i]) for i in grid}
     latency = {i: measured[table[i]][i] for i in grid}
@@ -267,11 +275,22 @@ class _Bench:
             for k, want in zip(self.outputs, expected)
         )
 
-    def time(self, kernel: _Kernel, instance: Instance) -> float:
-        """Median ms of ``repeat`` runs of at least 20 ms each."""
+    def time(self, kernel: _Kernel, instance: Instance, best: float = math.inf) -> float:
+        """Median ms of ``repeat`` runs of at least 20 ms each; or one run, where that
+        run is long and ``RACE`` times ``best`` (the fastest at ``instance`` so far): such a
+        kernel will not serve there, and at the largest instances one run takes seconds."""
         tensors = [tvm.runtime.tensor(a.copy()) for a in self.case(instance)[0]]
+        start = time.perf_counter()
+        kernel.lib["main"](*tensors)
+        once = (time.perf_counter() - start) * 1e3
+        if once >= RACE_MS and once > RACE * best:
+            return once
         timer = kernel.lib.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
         return statistics.median(timer(*tensors).results) * 1e3
+
+
+def _best(pool: list[_Kernel], instance: Instance) -> float:
+    return min((k.measured[instance] for k in pool if instance in k.measured), default=math.inf)
 
 
 def _written(func: tirx.PrimFunc) -> list[tirx.Var]:

@@ -39,6 +39,7 @@ from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, lane_groups, pipelines, scan_violations
 from ..transform.segments import Segment, names, same_shape, scan_segments
 from .measure import build_candidate, local_runner
+from .pooled_builder import PooledBuilder
 from .progress import count_lines, log, records_file, watch_records
 from .space import scan_space
 
@@ -244,7 +245,7 @@ def tune_per_scan(
     tasks = scan_tasks(func)
     segments = sum(len(t.members) for t in tasks)
     before = task_records(work_dir, tasks)
-    builder = ms.builder.LocalBuilder(timeout_sec=build_timeout_s, f_build=build_candidate)
+    builder = PooledBuilder(timeout_sec=build_timeout_s, f_build=build_candidate)
     runner = runner if runner is not None else local_runner()
     start = time.perf_counter()
     if before < trials:

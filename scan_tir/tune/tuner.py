@@ -24,6 +24,7 @@ from ..lower.options import LoweringOptions
 from ..workloads import Workload
 from .measure import build_candidate, local_runner, rpc_runner
 from .per_scan import tune_per_scan
+from .pooled_builder import PooledBuilder
 from .progress import count_lines, log, records_file, watch_records
 from .space import scan_space
 from .target import default_target
@@ -64,7 +65,7 @@ def tune_module(
             max_trials_global=trials,
             num_trials_per_iter=min(trials, trials_per_iter),
             space=scan_space(target),
-            builder=ms.builder.LocalBuilder(timeout_sec=build_timeout_s, f_build=build_candidate),
+            builder=PooledBuilder(timeout_sec=build_timeout_s, f_build=build_candidate),
             runner=runner if runner is not None else local_runner(),
             strategy=ms.search_strategy.EvolutionarySearch(
                 population_size=population, init_min_unmeasured=min(50, population)
