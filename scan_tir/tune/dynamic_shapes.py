@@ -280,11 +280,12 @@ class _Bench:
         run is long and ``RACE`` times ``best`` (the fastest at ``instance`` so far): such a
         kernel will not serve there, and at the largest instances one run takes seconds."""
         tensors = [tvm.runtime.tensor(a.copy()) for a in self.case(instance)[0]]
-        start = time.perf_counter()
-        kernel.lib["main"](*tensors)
-        once = (time.perf_counter() - start) * 1e3
-        if once >= RACE_MS and once > RACE * best:
-            return once
+        if best < math.inf:  # nothing to race against before the first figure
+            start = time.perf_counter()
+            kernel.lib["main"](*tensors)
+            once = (time.perf_counter() - start) * 1e3
+            if once >= RACE_MS and once > RACE * best:
+                return once
         timer = kernel.lib.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
         return statistics.median(timer(*tensors).results) * 1e3
 
