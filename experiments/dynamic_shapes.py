@@ -4,13 +4,13 @@ PyTorch and onnxruntime (issue 17, item 5).
 A zoo recurrence (``--workload``: topi's LSTM by default, or the GRU of config E) with
 ``seq`` (and, with ``--batches``, ``batch``) symbolic, tuned three ways:
 
-- dynamic: :func:`scan_tir.tune.dynamic` over the grid (tuned at its corners, each with
-  its share of ``--trials``; candidates timed at the corners and predicted elsewhere,
-  unless ``--time-everywhere``; at most ``--kernels`` chosen, one function dispatching
-  by shape);
+- dynamic: :func:`scan_tir.tune.dynamic` over the grid (tuned at every listed batch at
+  the shortest length, or at the corners with the length alone symbolic, each with its
+  share of ``--trials``; candidates timed at the two shortest lengths and predicted at
+  the others, unless ``--time-everywhere``; at most ``--kernels`` chosen, one function
+  dispatching by shape);
 - single: today's way, the function tuned at one shape (``--single-at``, ``--trials``)
-  and its best record replayed on the symbolic function (``dynamic`` with that one
-  representative, one candidate, one kernel: what ``apply_best`` gives);
+  and its best schedule replayed on the symbolic function (``apply_best``);
 - per-instance (``--per-instance``): the fixed-shape function tuned at that instance
   alone (``--per-instance-trials``) and built at that shape: the issue's reference.
 
@@ -47,7 +47,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from scan_tir import workloads
 from scan_tir.tune import default_target, dynamic
-from scan_tir.tune.symbolic import specialize
+from scan_tir.tune.symbolic import apply_best, specialize
 from scan_tir.tune.tuner import tune_module
 
 
@@ -97,23 +97,32 @@ def main() -> None:
         return "x".join(map(str, at))
 
     facts, libs = {}, {}
-    for name, kwargs in {
-        "dynamic": dict(kernels=args.kernels, predict=not args.time_everywhere),
-        "single": dict(kernels=1, candidates=1, representatives=[instance(args.single_at)]),
-    }.items():
-        def tuned(kwargs=kwargs, name=name):
-            t = time.perf_counter()
-            r = dynamic(func, args.work_dir / name, grid, trials=args.trials,
-                        population=args.population, **kwargs)
-            return build(r.func), {
-                "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
-                "candidates": r.candidates, "skipped": r.skipped,
-                "table": {key(i): k for i, k in r.table.items()},
-                "latency_ms": {key(i): v for i, v in r.latency_ms.items()},
-                "predicted_ms": {key(i): v for i, v in r.predicted_ms.items()},
-            }
 
-        libs[name], facts[name] = cached(args.work_dir / name, tuned)
+    def tuned():
+        t = time.perf_counter()
+        r = dynamic(func, args.work_dir / "dynamic", grid, trials=args.trials,
+                    population=args.population, kernels=args.kernels,
+                    predict=not args.time_everywhere)
+        return build(r.func), {
+            "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
+            "candidates": r.candidates, "skipped": r.skipped,
+            "table": {key(i): k for i, k in r.table.items()},
+            "latency_ms": {key(i): v for i, v in r.latency_ms.items()},
+            "predicted_ms": {key(i): v for i, v in r.predicted_ms.items()},
+        }
+
+    def tuned_once():  # today's way: one shape tuned, its best schedule replayed
+        t = time.perf_counter()
+        at = specialize(func, dict(zip(names, instance(args.single_at))))
+        work = args.work_dir / "single"
+        tune_module(tvm.IRModule({"main": at}), work, args.trials, default_target(),
+                    label="single", population=args.population)
+        replayed = apply_best(ms.database.JSONDatabase(work_dir=str(work)), at, func,
+                              default_target())
+        return build(replayed), {"seconds": time.perf_counter() - t}
+
+    libs["dynamic"], facts["dynamic"] = cached(args.work_dir / "dynamic", tuned)
+    libs["single"], facts["single"] = cached(args.work_dir / "single", tuned_once)
     for probe in probes:  # the fixed-shape function, tuned and built at its instance
         def tuned_alone(probe=probe):
             t = time.perf_counter()
@@ -180,7 +189,7 @@ def main() -> None:
           f"tuning and choosing took " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
           + f"; dynamic: {facts['dynamic']['candidates']} candidates, "
           f"{facts['dynamic']['kernels']} kernels, "
-          f"{'timed everywhere' if args.time_everywhere else 'predicted off the corners'}.")
+          + ("timed everywhere." if args.time_everywhere else "predicted at long lengths."))
     print(markdown_table(
         ["instance", "listed", "kernel", "dynamic ms", "predicted", "single ms",
          "per-instance ms", "PyTorch ms", "onnxruntime ms", "dyn / single",

@@ -7,13 +7,14 @@ import pytest
 import tvm
 from tvm import s_tir, te
 from tvm.s_tir import meta_schedule as ms
+from tvm.script import tirx as T
 from util import compile_func, outputs
 
 import scan_tir
 from scan_tir import scan_space, workloads
 from scan_tir.errors import ScanLoweringError
 from scan_tir.tune.dispatch import dispatch, nearest_instance
-from scan_tir.tune.symbolic import replay_sized, specialize
+from scan_tir.tune.symbolic import replay_sized, specialize, specialize_body
 
 n = te.var("n")
 
@@ -114,3 +115,26 @@ def test_a_table_that_does_not_cover_the_grid_is_refused():
         nearest_instance(plus(0.0), {"n": [4, 16]}, {(4,): 0})
     with pytest.raises(ScanLoweringError, match=r"no symbolic size \['batch'\]; it has \['n'\]"):
         nearest_instance(plus(0.0), {"batch": [4]}, {(4,): 0})
+
+
+@T.prim_func(s_tir=True)
+def plus_one_at_four(A: T.Buffer(("n",), "float32"), B: T.Buffer(("n",), "float32")):
+    n = T.int32()  # noqa: F841 (the size, as TVMScript prints it)
+    T.func_attr({"tirx.noalias": True})
+    for i in range(4):
+        with T.sblock("B"):
+            v_i = T.axis.spatial(4, i)
+            T.reads(A[v_i])
+            T.writes(B[v_i])
+            B[v_i] = A[v_i] + T.float32(1.0)
+
+
+def test_a_body_fixed_at_a_size_keeps_the_symbolic_parameters():
+    """The body loops over 4 elements; the parameters are the function's own, so the
+    result is still a schedule of it that dispatch joins, and a branch picks it at 4."""
+    func = plus(1.0)
+    fixed = specialize_body(func, {"n": 4})
+    tvm.ir.assert_structural_equal(fixed, plus_one_at_four.with_attr("global_symbol", "main"))
+    assert all(a.same_as(b) for a, b in zip(func.params, fixed.params))
+    lib = compile_func(dispatch(func, [fixed, plus(2.0)], tvm.tirx.Select(n == 4, 0, 1)))
+    assert ran(lib, 4) == 1.0 and ran(lib, 5) == 2.0

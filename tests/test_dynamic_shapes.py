@@ -11,6 +11,7 @@ from util import compile_func, outputs
 
 from scan_tir import workloads
 from scan_tir.errors import ScanLoweringError
+from scan_tir.lower.vocabulary import find_scans
 from scan_tir.tune import dynamic_shapes as dyn
 
 SIZES = {"batch": 2, "input": 16, "hidden": 32}
@@ -45,6 +46,9 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     assert set(result.predicted_ms) == grid
     assert 1 <= len(result.kernels) <= 2 and 1 <= result.candidates <= 2
     assert set(result.table.values()) <= set(range(len(result.kernels)))
+    # each kernel generic, and fixed at every listed batch it serves
+    fixed = {(k, batch) for (batch, _), k in result.table.items()}
+    assert len(find_scans(result.func)) == len(result.kernels) + len(fixed)
     lib = compile_func(result.func)
     for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
         case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
@@ -95,7 +99,7 @@ def test_a_kernel_far_slower_than_the_best_is_timed_once():
             return timer
 
     bench = dyn._Bench.__new__(dyn._Bench)
-    bench.repeat, bench.cases = 3, {(1,): ([np.zeros(2, "float32")], [])}
+    bench.repeat, bench.step, bench.cases = 3, [], {(1,): ([np.zeros(2, "float32")], [])}
     for seconds, best, timed in [(0.15, 0.05, 0), (0.15, 100.0, 1), (0.01, 0.001, 1)]:
         lib = Lib(seconds)
         ms = bench.time(dyn._Kernel(None, lib, "k", {}), (1,), best * 1e3)
@@ -136,3 +140,16 @@ def test_bad_instances_are_refused_before_tuning(tmp_path, instances, message):
     with pytest.raises(ScanLoweringError, match=message):
         dyn.dynamic(symbolic_lstm(), tmp_path, instances, trials=1)
     assert not any(tmp_path.iterdir())
+
+
+def test_the_batch_shapes_the_step_and_the_length_only_repeats_it():
+    """Tuned at every listed batch at the shortest length, timed at the two shortest
+    lengths; a function of symbolic length alone is tuned and timed at its corners."""
+    names, grid = ["batch", "seq"], {"batch": [4, 1, 2], "seq": [256, 16, 64]}
+    step = dyn._step_sizes(symbolic_lstm(names), names)
+    assert step == [0]
+    assert dyn._representatives(grid, names, step) == [(1, 16), (2, 16), (4, 16)]
+    assert dyn._timed_at(grid, names, step) == [
+        (1, 16), (1, 64), (2, 16), (2, 64), (4, 16), (4, 64)]
+    assert dyn._step_sizes(symbolic_lstm(["seq"]), ["seq"]) == []
+    assert dyn._representatives({"seq": [16, 64, 256]}, ["seq"], []) == [(16,), (256,)]

@@ -5,7 +5,8 @@ each replaced by one function that dispatches by shape (DietCode on the Relax pa
 :func:`~scan_tir.relax.build` replays that schedule at every shape. Here each kernel with
 symbolic sizes goes through :func:`scan_tir.tune.dynamic` instead: the module's grid of
 shapes (by its size names or ``torch.export.Dim`` names) is carried to each kernel's own
-sizes through the calls that pass them, the kernel is tuned at its grid's corners into the
+sizes through the calls that pass them, the kernel is tuned for that grid (at every
+listed batch at the shortest length; see :mod:`scan_tir.tune.dynamic_shapes`) into the
 one work dir, and the chosen schedules are joined into one kernel that branches by shape
 (a TIR branch inside the kernel, so the Relax program is unchanged). Weights stay as given
 (no layout-free repacking: a kernel chosen at run time reads the weights its caller

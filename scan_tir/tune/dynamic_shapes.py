@@ -2,19 +2,24 @@
 
 Serving traffic has every batch size and sequence length; MetaSchedule tunes one static
 shape. DietCode (MLSys 2022) tunes once for a set of shape instances and dispatches among
-a few kernels at run time. Here: the function is tuned at a few representative instances
-(by default the corners of the grid, smallest and largest of every size), each with its
-share of the budget; the best records of each are replayed on the symbolic function
-(:func:`~scan_tir.tune.symbolic.replay_sized`, which keeps tile shapes and pads the
-hoisted product) and built once. Each is timed at the grid's corners and its latency at
-the other instances predicted (:mod:`~scan_tir.tune.instance_cost`: multilinear in the
-sizes padded to its tiles, DietCode's adaptation), so a candidate costs ``2^n`` timings,
-not one per instance; at most ``kernels`` are chosen greedily by weighted latency, then
-checked at every instance and timed there, and the table of which kernel serves which
-instance comes from those timings. Timing races: a kernel whose one long run at an
+a few kernels at run time. A recurrence's sizes are of two kinds: a length, which only
+repeats the step (the serial time loop), and sizes that shape the step (a batch), on
+which the step's best tiles depend. So the function is tuned at every listed value of
+the step's sizes at the shortest length (cheap to measure; the grid's corners where no
+size shapes the step), each with its share of the budget; the best records of each are
+replayed on the symbolic function (:func:`~scan_tir.tune.symbolic.replay_sized`, which
+keeps tile shapes and pads the hoisted product) and built, generic and with the body
+fixed at each listed value of the step's sizes (:func:`specialize_body`: a symbolic batch
+costs the step its constant bounds and vector code). Each is timed at the two shortest
+lengths and its latency at longer ones predicted (:mod:`~scan_tir.tune.instance_cost`:
+affine in the length padded to its tiles), so a candidate costs two timings per step
+size, not one per instance; at most ``kernels`` are chosen greedily by weighted latency,
+then checked at every instance and timed there, and the table of which kernel serves
+which instance comes from those timings. Timing races: a kernel whose one long run at an
 instance is already far slower than the best there is not timed further there.
-:func:`dispatch` joins the chosen ones into one function that picks by shape (the
-instance a shape rounds up to).
+:func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
+value of the step's sizes, the body fixed there; elsewhere the generic kernel of the
+instance the shape rounds up to.
 
 A record that fails to replay, to build or to compute right where it was timed is
 skipped with its reason logged; a chosen kernel wrong at some instance is not used there
@@ -43,11 +48,11 @@ from tvm.target import Target
 
 from ..db import numerics
 from ..errors import ScanLoweringError
-from ..lower.vocabulary import expected_scans, scan_violations
+from ..lower.vocabulary import expected_scans, find_scans, scan_violations
 from .dispatch import dispatch, nearest_instance
 from .instance_cost import fit_latency, tile_multiples
 from .progress import log
-from .symbolic import replay_sized, size_vars, specialize
+from .symbolic import replay_sized, size_vars, specialize, specialize_body
 from .target import default_target
 from .tuner import records_of, tune_module
 
@@ -75,12 +80,13 @@ class Dynamic:
 
 @dataclass
 class _Kernel:
-    func: tirx.PrimFunc
-    lib: tvm.runtime.Module
+    func: tirx.PrimFunc  # the schedule on the symbolic function
+    lib: tvm.runtime.Module  # its generic build, for shapes off the grid
     where: str
     estimate: dict[Instance, float]  # ms, measured or predicted; inf where it is wrong
     measured: dict[Instance, float] = field(default_factory=dict)
     checked: set = field(default_factory=set)
+    fixed: dict[Instance, tvm.runtime.Module] = field(default_factory=dict)  # step sizes -> lib
 
 
 def dynamic(
@@ -112,9 +118,11 @@ def dynamic(
     candidates
         Best records of each representative replayed and timed.
     representatives
-        Instances tuned at; default the grid's corners.
+        Instances tuned at; default every listed value of the step's sizes at the
+        shortest length (the grid's corners where no size shapes the step).
     predict
-        Time each candidate at the grid's corners only and predict the other instances
+        Time each candidate at the two shortest lengths only (the grid's corners where
+        no size shapes the step) and predict the other instances
         (:mod:`~scan_tir.tune.instance_cost`); the chosen kernels are then checked and
         timed everywhere. False times every candidate everywhere.
     """
@@ -124,7 +132,12 @@ def dynamic(
     missing = [i for i in grid if i not in weights]
     if missing:
         raise ScanLoweringError(f"dynamic: no weight for instance(s) {missing[:3]}")
-    reps = list(representatives) if representatives is not None else _corners(instances, names)
+    step = _step_sizes(func, names)
+    reps = (
+        list(representatives)
+        if representatives is not None
+        else _representatives(instances, names, step)
+    )
     main = func.with_attr("global_symbol", "main")  # as MetaSchedule's builder and runner call it
     tasks = {_task_name(names, r): specialize(main, dict(zip(names, r))) for r in reps}
     for i, (name, task) in enumerate(tasks.items()):  # each its share of the budget
@@ -132,12 +145,18 @@ def dynamic(
         task_mod = tvm.IRModule({"main": task})
         more = share - records_of(Path(work_dir), task_mod)
         if more > 0:
-            tune_module(task_mod, Path(work_dir), more, target, label=f"dynamic {name}",
-                        population=population)
+            tune_module(
+                task_mod,
+                Path(work_dir),
+                more,
+                target,
+                label=f"dynamic {name}",
+                population=population,
+            )
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
 
-    timed_at = _corners(instances, names) if predict else grid
-    bench = _Bench(func, names, target, repeat)
+    timed_at = _timed_at(instances, names, step) if predict else grid
+    bench = _Bench(func, names, step, target, repeat)
     expected = expected_scans(tvm.IRModule({"main": func}))["main"]
     sizes = [size_vars(func)[n] for n in names]
     pool: list[_Kernel] = []
@@ -152,20 +171,29 @@ def dynamic(
                 skipped.append(f"{where}: {kernel}")
                 log(f"dynamic: skipped {where}: {kernel}")
                 continue
-            wrong = [i for i in timed_at if not bench.right(kernel, i)]
+            off_grid = tuple(v + 1 for v in grid[0])  # the generic build, checked once
+            try:
+                wrong = [off_grid] if not bench.right(kernel, off_grid, generic=True) else []
+                wrong += [i for i in timed_at if not wrong and not bench.right(kernel, i)]
+            except Exception as err:  # TVM's codegen, on a body fixed at a step size
+                skipped.append(f"{where}: does not build at fixed sizes ({_last(err)})")
+                log(f"dynamic: skipped {where}: does not build at fixed sizes ({_last(err)})")
+                continue
             if wrong:
                 skipped.append(f"{where}: wrong result at {wrong[0]}")
                 log(f"dynamic: skipped {where}: wrong result at {wrong[0]}")
                 continue
             kernel.measured = {i: bench.time(kernel, i, _best(pool, i)) for i in timed_at}
-            model = fit_latency(kernel.measured, tile_multiples(kernel.func, sizes))
-            kernel.estimate = {i: kernel.measured.get(i, max(model(i), 0.0)) for i in grid}
+            kernel.estimate = _estimates(kernel, grid, step, sizes)
             pool.append(kernel)
     if not pool:
         raise ScanLoweringError(
             "dynamic: no tuned record serves the symbolic function: "
-            + ("; ".join(skipped) or f"{work_dir} holds no valid record of its tasks (the "
-               "tuning log says why its candidates failed)")
+            + (
+                "; ".join(skipped)
+                or f"{work_dir} holds no valid record of its tasks (the "
+                "tuning log says why its candidates failed)"
+            )
         )
     chosen = _checked_choice(pool, grid, weights, kernels, bench, skipped)
     for i in grid:  # the table comes from measurements, not from the model
@@ -177,11 +205,52 @@ def dynamic(
     latency = {i: measured[table[i]][i] for i in grid}
     predicted = {i: pool[chosen[table[i]]].estimate[i] for i in grid}
     picked = [pool[c].func for c in chosen]
-    choice = nearest_instance(func, {n: instances[n] for n in names}, table)
     return Dynamic(
-        dispatch(func, picked, choice), names, picked, table, latency, predicted, len(pool),
+        _dispatching(func, names, step, instances, picked, table),
+        names,
+        picked,
+        table,
+        latency,
+        predicted,
+        len(pool),
         skipped,
     )
+
+
+def _dispatching(
+    func: tirx.PrimFunc,
+    names: list[str],
+    step: list[int],
+    instances: Mapping[str, Sequence[int]],
+    picked: list[tirx.PrimFunc],
+    table: dict[Instance, int],
+) -> tirx.PrimFunc:
+    """``func`` branching to ``picked`` by ``table``: at listed values of the step's sizes
+    to a kernel's body fixed at those values (:func:`specialize_body`), elsewhere to the
+    generic kernel of the instance the shape rounds up to."""
+    grid = {n: instances[n] for n in names}
+    generic = nearest_instance(func, grid, table)
+    if not step:
+        return dispatch(func, picked, generic)
+    bodies = list(picked)
+    variant: dict[tuple[int, Instance], int] = {}
+    fixed_table = {}
+    for i, k in table.items():
+        key = (k, tuple(i[s] for s in step))
+        if key not in variant:
+            variant[key] = len(bodies)
+            bodies.append(specialize_body(picked[k], {names[s]: i[s] for s in step}))
+        fixed_table[i] = variant[key]
+    sizes = size_vars(func)
+    listed = None
+    for values in itertools.product(*(sorted(set(instances[names[s]])) for s in step)):
+        here = None
+        for s, v in zip(step, values):
+            test = sizes[names[s]] == tirx.IntImm(sizes[names[s]].ty.dtype, v)
+            here = test if here is None else tirx.And(here, test)
+        listed = here if listed is None else tirx.Or(listed, here)
+    choice = tirx.Select(listed, nearest_instance(func, grid, fixed_table), generic)
+    return dispatch(func, bodies, choice)
 
 
 def _checked_choice(
@@ -242,6 +311,70 @@ def _corners(instances: Mapping[str, Sequence[int]], names: list[str]) -> list[I
     return list(itertools.product(*ends))
 
 
+def _step_sizes(func: tirx.PrimFunc, names: list[str]) -> list[int]:
+    """Indices in ``names`` of the sizes no scan's time loop runs over (a batch): those
+    shape the step, whose schedule depends on them; a length only repeats the step."""
+    lengths: set[str] = set()
+    for scan in find_scans(func):
+        tvm_ffi.structural_walk(
+            scan.loop.extent, (tvm.ir.expr.Var, lambda v: lengths.add(str(v.name)))
+        )
+    return [k for k, n in enumerate(names) if n not in lengths]
+
+
+def _representatives(
+    instances: Mapping[str, Sequence[int]], names: list[str], step: list[int]
+) -> list[Instance]:
+    """Every listed value of the step's sizes at the shortest lengths (a short length
+    is cheap to measure and has the same step); the grid's corners where there is no
+    length or no step size."""
+    if not step or len(step) == len(names):
+        return _corners(instances, names)
+    values = [
+        sorted(set(instances[n])) if k in step else [min(instances[n])] for k, n in enumerate(names)
+    ]
+    return list(itertools.product(*values))
+
+
+def _timed_at(
+    instances: Mapping[str, Sequence[int]], names: list[str], step: list[int]
+) -> list[Instance]:
+    """Where candidates are timed: every listed value of the step's sizes (each is a
+    build of its own) at the two shortest lengths, which fit the length's cost; the
+    corners where no size shapes the step."""
+    if not step:
+        return _corners(instances, names)
+    values = [
+        sorted(set(instances[n])) if k in step else sorted(set(instances[n]))[:2]
+        for k, n in enumerate(names)
+    ]
+    return list(itertools.product(*values))
+
+
+def _estimates(
+    kernel: _Kernel, grid: list[Instance], step: list[int], sizes: list[tirx.Var]
+) -> dict[Instance, float]:
+    """Measured where timed; elsewhere :func:`fit_latency` over the lengths, fitted on
+    the timings at the same values of the step's sizes (or on all, where none shapes the
+    step)."""
+    free = [k for k in range(len(sizes)) if k not in step]
+    multiples = tile_multiples(kernel.func, [sizes[k] for k in free])
+    groups: dict[Instance, dict[Instance, float]] = {}
+    for i, ms_ in kernel.measured.items():
+        groups.setdefault(tuple(i[k] for k in step), {})[tuple(i[k] for k in free)] = ms_
+    models = {g: fit_latency(timed, multiples) for g, timed in groups.items() if free}
+    estimate = {}
+    for i in grid:
+        g = tuple(i[k] for k in step)
+        if i in kernel.measured:
+            estimate[i] = kernel.measured[i]
+        elif g in models:
+            estimate[i] = max(models[g](tuple(i[k] for k in free)), 0.0)
+        else:  # never timed at these step sizes (representatives given by hand)
+            estimate[i] = math.inf
+    return estimate
+
+
 def _task_name(names: list[str], instance: Instance) -> str:
     return "_".join(f"{n}{v}" for n, v in zip(names, instance))
 
@@ -250,8 +383,16 @@ class _Bench:
     """Inputs at each instance, the untuned function's outputs on them (made when first
     needed), and the checks and timings of kernels there."""
 
-    def __init__(self, func: tirx.PrimFunc, names: list[str], target: Target, repeat: int):
-        self.func, self.names, self.repeat = func, names, repeat
+    def __init__(
+        self,
+        func: tirx.PrimFunc,
+        names: list[str],
+        step: list[int],
+        target: Target,
+        repeat: int,
+    ):
+        self.func, self.names, self.step, self.repeat = func, names, step, repeat
+        self.target = target
         self.reference = _build(func, target)
         written = _written(func)
         self.outputs = [k for k, p in enumerate(func.params) if any(p.same_as(w) for w in written)]
@@ -267,9 +408,20 @@ class _Bench:
             self.cases[instance] = (args, [got[k] for k in self.outputs])
         return self.cases[instance]
 
-    def right(self, kernel: _Kernel, instance: Instance) -> bool:
+    def lib(self, kernel: _Kernel, instance: Instance) -> tvm.runtime.Module:
+        """The build of ``kernel`` that serves ``instance`` from the dispatching
+        function: its body fixed at the instance's step sizes, if any."""
+        if not self.step:
+            return kernel.lib
+        key = tuple(instance[s] for s in self.step)
+        if key not in kernel.fixed:
+            fixed = {self.names[s]: v for s, v in zip(self.step, key)}
+            kernel.fixed[key] = _build(specialize_body(kernel.func, fixed), self.target)
+        return kernel.fixed[key]
+
+    def right(self, kernel: _Kernel, instance: Instance, generic: bool = False) -> bool:
         args, expected = self.case(instance)
-        got = numerics.call(kernel.lib, args)
+        got = numerics.call(kernel.lib if generic else self.lib(kernel, instance), args)
         return all(
             np.allclose(got[k], want, rtol=1e-4, atol=1e-4)
             for k, want in zip(self.outputs, expected)
@@ -282,11 +434,13 @@ class _Bench:
         tensors = [tvm.runtime.tensor(a.copy()) for a in self.case(instance)[0]]
         if best < math.inf:  # nothing to race against before the first figure
             start = time.perf_counter()
-            kernel.lib["main"](*tensors)
+            lib = self.lib(kernel, instance)
+            lib["main"](*tensors)
             once = (time.perf_counter() - start) * 1e3
             if once >= RACE_MS and once > RACE * best:
                 return once
-        timer = kernel.lib.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
+        lib = self.lib(kernel, instance)
+        timer = lib.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
         return statistics.median(timer(*tensors).results) * 1e3
 
 

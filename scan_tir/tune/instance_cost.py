@@ -10,11 +10,11 @@ kernel's tile over it, ``pad(s)``,
     T = sum over subsets S of the sizes of c_S * prod_{s in S} pad(s),
 
 fitted by least squares on the instances timed, which determine it exactly at the
-``2^n`` corners of a grid of ``n`` sizes (the instances :func:`scan_tir.tune.dynamic`
-tunes at). It holds while a step's cost is affine in its padded rows; it misses cache
-effects (weights that stop fitting in cache as the batch grows) and core occupancy (a
-parallel loop over fewer tiles than cores), so the kernels chosen by it are timed at
-every instance afterwards.
+``2^n`` corners of a grid of ``n`` sizes (:func:`scan_tir.tune.dynamic` fits it over the
+lengths alone, at each listed batch: two lengths fit ``a + b * pad(seq)``). It holds
+while a step's cost is affine in its padded rows; it misses cache effects (weights that
+stop fitting in cache as the batch grows) and core occupancy (a parallel loop over fewer
+tiles than cores), so the kernels chosen by it are timed at every instance afterwards.
 """
 
 from __future__ import annotations

@@ -97,6 +97,29 @@ def specialize(func: tirx.PrimFunc, sizes: Mapping[str, int]) -> tirx.PrimFunc:
     return tvm_ffi.structural_map(func, [(tvm.ir.expr.Var, on_var), (_ARITH, fold)])
 
 
+def specialize_body(func: tirx.PrimFunc, sizes: Mapping[str, int]) -> tirx.PrimFunc:
+    """``func`` with the named sizes fixed in its body only: its parameters keep their
+    symbolic shapes, so that the result is still a schedule of ``func`` (what
+    :func:`~scan_tir.tune.dispatch` joins) and is right only where the sizes have those
+    values (the branch that calls it tests them).
+
+    A size inside the step (a batch) makes its tiles' bounds and predicates symbolic,
+    which costs the step its constant loop bounds and its vector code; the body fixed at
+    a listed value runs as fast as the function built at that shape.
+    """
+    fixed = specialize(func, sizes)  # a scalar size parameter is dropped there, kept here
+    by_name = {str(p.name): p for p in func.params}
+    own = [(p, by_name[str(p.name)]) for p in fixed.params]
+
+    def on_var(var: tirx.Var) -> tirx.Var:  # a parameter, its shape symbolic again
+        for new, old in own:
+            if var.same_as(new):
+                return old
+        return var
+
+    return func.with_body(tvm_ffi.structural_map(fixed.body, [(tvm.ir.expr.Var, on_var)]))
+
+
 def apply_best(
     database: ms.Database,
     representative: tirx.PrimFunc,
