@@ -60,19 +60,21 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
 @pytest.mark.slow
 def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, monkeypatch):
     """The second run finds its budget spent (no tuning) and replays the same records;
-    the first replay is made to fail, and the result comes from the others."""
+    the first record is made to fail to replay, generic and at its batch, and the result
+    comes from the others."""
     real, calls = dyn.replay_sized, []
 
-    def failing_once(trace, func):
+    def failing_for_the_first(trace, func):
         calls.append(trace)
-        if len(calls) == 1:
+        if trace.same_as(calls[0]):
             raise RuntimeError("no replay here")
         return real(trace, func)
 
-    monkeypatch.setattr(dyn, "replay_sized", failing_once)
+    monkeypatch.setattr(dyn, "replay_sized", failing_for_the_first)
     result = tune(tuned_dir)
-    injected = "batch4_seq32 #0: does not replay on the symbolic function (RuntimeError: no "
-    assert result.skipped[0] == injected + "replay here)"
+    assert result.skipped[0] == (
+        "batch4_seq32 #0: does not replay on the symbolic function (RuntimeError: no replay "
+        "here), nor at {'batch': 4} (RuntimeError: no replay here)")
     # others may fail on their own: a fusion tuned at batch 1 ("Merge loop's extent must
     # be same") does not replay where batch is symbolic
     assert all("no replay here" not in s for s in result.skipped[1:])
@@ -117,8 +119,8 @@ def test_a_kernel_wrong_at_one_instance_is_not_used_there():
             return not (kernel.where == "fast" and instance == large)
 
     pool = [
-        dyn._Kernel(None, None, "fast", {small: 1.0, large: 1.0}),
-        dyn._Kernel(None, None, "slow", {small: 3.0, large: 3.0}),
+        dyn._Kernel(None, object(), "fast", {small: 1.0, large: 1.0}),
+        dyn._Kernel(None, object(), "slow", {small: 3.0, large: 3.0}),
     ]
     skipped = []
     chosen = dyn._checked_choice(pool, [small, large], {small: 1, large: 1}, 2, Bench(), skipped)
@@ -153,3 +155,33 @@ def test_the_batch_shapes_the_step_and_the_length_only_repeats_it():
         (1, 16), (1, 64), (2, 16), (2, 64), (4, 16), (4, 64)]
     assert dyn._step_sizes(symbolic_lstm(["seq"]), ["seq"]) == []
     assert dyn._representatives({"seq": [16, 64, 256]}, ["seq"], []) == [(16,), (256,)]
+
+
+@pytest.mark.slow
+def test_a_record_that_replays_only_at_its_batch_serves_that_batch(tmp_path, monkeypatch):
+    """A schedule tuned at batch 1 may fuse the batch loop (extent 1) with another, which
+    the symbolic batch refuses: made to happen here, that record is replayed with the
+    batch fixed and serves batch 1 only; shapes off the grid go to a generic kernel, and
+    every shape is right."""
+    real, refused = dyn.replay_sized, []
+
+    def refuses_the_first_generic(trace, func):
+        if not refused and "batch" in str(func.body):
+            refused.append(trace)
+            raise ValueError("Merge loop's `extent` must be same")
+        return real(trace, func)
+
+    monkeypatch.setattr(dyn, "replay_sized", refuses_the_first_generic)
+    result = dyn.dynamic(
+        symbolic_lstm(["batch", "seq"]), tmp_path, {"batch": [1, 4], "seq": [4, 32]},
+        trials=2, population=8, candidates=1, kernels=2,
+    )
+    assert refused and any("serves {'batch': 1} only" in s for s in result.skipped)
+    for (batch, _), k in result.table.items():
+        assert batch == 1 or "batch" in str(result.kernels[k].body)
+    lib = compile_func(result.func)
+    for batch, seq in [(1, 1), (1, 32), (1, 40), (2, 5), (4, 4), (5, 33)]:
+        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
+        got, want = outputs(case, lib, case.input_arrays())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")

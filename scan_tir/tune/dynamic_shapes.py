@@ -81,12 +81,13 @@ class Dynamic:
 @dataclass
 class _Kernel:
     func: tirx.PrimFunc  # the schedule on the symbolic function
-    lib: tvm.runtime.Module  # its generic build, for shapes off the grid
+    lib: tvm.runtime.Module | None  # its generic build, for shapes off the grid
     where: str
     estimate: dict[Instance, float]  # ms, measured or predicted; inf where it is wrong
     measured: dict[Instance, float] = field(default_factory=dict)
     checked: set = field(default_factory=set)
     fixed: dict[Instance, tvm.runtime.Module] = field(default_factory=dict)  # step sizes -> lib
+    only: Instance | None = None  # the step sizes it serves, where it has no generic build
 
 
 def dynamic(
@@ -161,20 +162,27 @@ def dynamic(
     sizes = [size_vars(func)[n] for n in names]
     pool: list[_Kernel] = []
     skipped: list[str] = []
-    for name, task in tasks.items():
+    for rep, (name, task) in zip(reps, tasks.items()):
         task_mod = tvm.IRModule({"main": task})
         records = database.get_top_k(database.commit_workload(task_mod), candidates)
+        at = {names[k]: rep[k] for k in step}
         for rank, record in enumerate(records):
             where = f"{name} #{rank}"
-            kernel = _replayed(record, func, expected, target, where)
+            kernel = _replayed(record, func, expected, target, where, at)
             if isinstance(kernel, str):
                 skipped.append(f"{where}: {kernel}")
                 log(f"dynamic: skipped {where}: {kernel}")
                 continue
+            if kernel.only is not None:
+                skipped.append(f"{where}: serves {at} only ({kernel.where})")
+                log(f"dynamic: {where} serves {at} only ({kernel.where})")
+                kernel.where = where
+            serves = [i for i in timed_at if kernel.only in (None, tuple(i[k] for k in step))]
             off_grid = tuple(v + 1 for v in grid[0])  # the generic build, checked once
             try:
-                wrong = [off_grid] if not bench.right(kernel, off_grid, generic=True) else []
-                wrong += [i for i in timed_at if not wrong and not bench.right(kernel, i)]
+                generic_wrong = kernel.lib is not None and not bench.right(kernel, off_grid, True)
+                wrong = [off_grid] if generic_wrong else []
+                wrong += [i for i in serves if not wrong and not bench.right(kernel, i)]
             except Exception as err:  # TVM's codegen, on a body fixed at a step size
                 skipped.append(f"{where}: does not build at fixed sizes ({_last(err)})")
                 log(f"dynamic: skipped {where}: does not build at fixed sizes ({_last(err)})")
@@ -183,9 +191,10 @@ def dynamic(
                 skipped.append(f"{where}: wrong result at {wrong[0]}")
                 log(f"dynamic: skipped {where}: wrong result at {wrong[0]}")
                 continue
-            kernel.measured = {i: bench.time(kernel, i, _best(pool, i)) for i in timed_at}
+            kernel.measured = {i: bench.time(kernel, i, _best(pool, i)) for i in serves}
             kernel.estimate = _estimates(kernel, grid, step, sizes)
             pool.append(kernel)
+            log(f"dynamic: candidate {len(pool)} ({where}) timed at {len(serves)} instances")
     if not pool:
         raise ScanLoweringError(
             "dynamic: no tuned record serves the symbolic function: "
@@ -194,6 +203,11 @@ def dynamic(
                 or f"{work_dir} holds no valid record of its tasks (the "
                 "tuning log says why its candidates failed)"
             )
+        )
+    if all(p.lib is None for p in pool):
+        raise ScanLoweringError(
+            "dynamic: no tuned record replays on the symbolic function, so no kernel serves "
+            "shapes off the grid: " + "; ".join(skipped)
         )
     chosen = _checked_choice(pool, grid, weights, kernels, bench, skipped)
     for i in grid:  # the table comes from measurements, not from the model
@@ -204,9 +218,16 @@ def dynamic(
     table = {i: min(range(len(chosen)), key=lambda k: measured[k][i]) for i in grid}
     latency = {i: measured[table[i]][i] for i in grid}
     predicted = {i: pool[chosen[table[i]]].estimate[i] for i in grid}
+    generic = [k for k, c in enumerate(chosen) if pool[c].lib is not None]
+    anywhere = {i: min(generic, key=lambda k: measured[k][i]) for i in grid}
+    wrong = [i for i in grid if measured[anywhere[i]][i] == math.inf]
+    if wrong:  # shapes off the grid near them would have no right kernel
+        raise ScanLoweringError(
+            f"dynamic: no generic kernel chosen is right at {wrong[:3]}: " + "; ".join(skipped)
+        )
     picked = [pool[c].func for c in chosen]
     return Dynamic(
-        _dispatching(func, names, step, instances, picked, table),
+        _dispatching(func, names, step, instances, picked, table, anywhere),
         names,
         picked,
         table,
@@ -224,12 +245,13 @@ def _dispatching(
     instances: Mapping[str, Sequence[int]],
     picked: list[tirx.PrimFunc],
     table: dict[Instance, int],
+    anywhere: dict[Instance, int],
 ) -> tirx.PrimFunc:
     """``func`` branching to ``picked`` by ``table``: at listed values of the step's sizes
     to a kernel's body fixed at those values (:func:`specialize_body`), elsewhere to the
-    generic kernel of the instance the shape rounds up to."""
+    generic kernel ``anywhere`` gives the instance the shape rounds up to."""
     grid = {n: instances[n] for n in names}
-    generic = nearest_instance(func, grid, table)
+    generic = nearest_instance(func, grid, anywhere)
     if not step:
         return dispatch(func, picked, generic)
     bodies = list(picked)
@@ -265,7 +287,7 @@ def _checked_choice(
     again without a kernel where it is wrong, until every instance has a right one."""
     while True:
         timed = [(p.func, p.estimate) for p in pool]
-        chosen = _choose(timed, grid, weights, k)
+        chosen = _choose(timed, grid, weights, k, [p.lib is not None for p in pool])
         changed = False
         for c in chosen:
             for i in grid:
@@ -414,6 +436,8 @@ class _Bench:
         if not self.step:
             return kernel.lib
         key = tuple(instance[s] for s in self.step)
+        if kernel.only not in (None, key):
+            raise ScanLoweringError(f"dynamic: {kernel.where} serves {kernel.only} only")
         if key not in kernel.fixed:
             fixed = {self.names[s]: v for s, v in zip(self.step, key)}
             kernel.fixed[key] = _build(specialize_body(kernel.func, fixed), self.target)
@@ -468,16 +492,28 @@ def _replayed(
     expected: list,
     target: Target,
     where: str,
+    at: dict[str, int],
 ) -> _Kernel | str:
-    """The record's schedule on the symbolic function, built; or why it is not a
-    candidate."""
+    """The record's schedule on the symbolic function, built; where it does not replay
+    there, on the function with the step's sizes fixed ``at`` its representative (a
+    schedule may fuse a batch loop of extent 1 with another, which a symbolic batch
+    refuses), serving those sizes only; or why it is not a candidate."""
+    only = None
     try:
         kernel = replay_sized(record.trace, func)
     except Exception as err:  # ScheduleError, TVM's InternalError on a symbolic tile
-        return f"does not replay on the symbolic function ({_last(err)})"
+        why = f"does not replay on the symbolic function ({_last(err)})"
+        if not at:
+            return why
+        try:
+            kernel, only = replay_sized(record.trace, specialize_body(func, at)), at
+        except Exception as err2:
+            return f"{why}, nor at {at} ({_last(err2)})"
     broken = scan_violations(kernel, expected)
     if broken:
         return f"breaks the scan: {'; '.join(broken)}"
+    if only is not None:
+        return _Kernel(kernel, None, why, {}, only=tuple(only.values()))
     try:
         lib = _build(kernel, target)
     except Exception as err:  # TVM's codegen
@@ -490,16 +526,19 @@ def _choose(
     grid: list[Instance],
     weights: Mapping[Instance, float],
     k: int,
+    generic: Sequence[bool] | None = None,
 ) -> list[int]:
-    """Greedy: start from the best single kernel by weighted latency, then add the one
-    that lowers the weighted latency of the best-per-instance choice most, while any does."""
+    """Greedy: start from the best single kernel by weighted latency among the
+    ``generic`` ones (those that serve every shape; default all), then add the one that
+    lowers the weighted latency of the best-per-instance choice most, while any does."""
     chosen: list[int] = []
+    generic = list(generic) if generic is not None else [True] * len(timed)
 
     def cost(ks: list[int]) -> float:
         return sum(weights[i] * min(timed[c][1][i] for c in ks) for i in grid)
 
     while len(chosen) < k:
-        rest = [c for c in range(len(timed)) if c not in chosen]
+        rest = [c for c in range(len(timed)) if c not in chosen and (chosen or generic[c])]
         if not rest:
             break
         best = min(rest, key=lambda c: cost([*chosen, c]))
