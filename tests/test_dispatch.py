@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm import s_tir, te
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
@@ -82,6 +83,36 @@ def lstm_kernels(count: int) -> tuple[tvm.tirx.PrimFunc, list[tvm.tirx.PrimFunc]
             if len(kernels) == count:
                 return func, kernels
     raise AssertionError("too few design spaces pass the postprocs")
+
+
+def test_a_grid_of_28_instances_branches_on_plain_comparisons():
+    """The choice is a decision tree on each size (a condition each, ``size <= value``),
+    not a chain on one expression of every size, which TVM's simplifier took minutes over
+    (it takes every condition as a constraint on its branches); right at every instance,
+    between them and beyond."""
+    m = te.var("m")
+
+    def two(c: float) -> tvm.tirx.PrimFunc:
+        a = te.placeholder((m, n), name="A")
+        return scan_tir.create_prim_func(
+            [a, te.compute((m, n), lambda i, j: a[i, j] + c, name="B")]
+        )
+
+    grid = {"m": [1, 2, 4, 8, 16, 32, 64], "n": [16, 64, 256, 1024]}
+    table = {(r, c): k for k, (r, c) in enumerate(
+        (r, c) for r in grid["m"] for c in grid["n"])}
+    choice = nearest_instance(two(0.0), grid, table)
+    conditions = []
+    tvm_ffi.structural_walk(choice, (tvm.tirx.Select, lambda s: conditions.append(s.condition)))
+    assert len(conditions) == 27  # 6 on m, 3 on n under each of m's 7 branches
+    assert all(isinstance(c, tvm.tirx.LE) and isinstance(c.b, tvm.tirx.IntImm)
+               for c in conditions)
+    lib = compile_func(dispatch(two(0.0), [two(float(k)) for k in range(28)], choice))
+    for (rows, cols), at in {(1, 16): (1, 16), (3, 17): (4, 64), (64, 1024): (64, 1024),
+                             (100, 2000): (64, 1024), (9, 1): (16, 16)}.items():
+        a, b = (tvm.runtime.tensor(np.zeros((rows, cols), "float32")) for _ in range(2))
+        lib["main"](a, b)
+        assert np.all(b.numpy() == table[at]), (rows, cols)
 
 
 def test_dispatched_lstm_is_right_at_every_length():

@@ -76,18 +76,23 @@ def nearest_instance(
             f"nearest_instance: the table has no kernel for {len(missing)} instance(s) of "
             f"the grid, e.g. {dict(zip(values, missing[0]))}"
         )
-    flat = tirx.IntImm("int32", 0)
-    for name, vs in values.items():
-        var = sizes[name]
-        bucket = tirx.IntImm("int32", 0)
-        for v in vs[:-1]:  # how many listed values the size exceeds
-            bucket = bucket + tirx.Select(var > tirx.IntImm(var.ty.dtype, v), 1, 0)
-        flat = flat * len(vs) + bucket
-    kernel = tirx.IntImm("int32", table[instances[-1]])
-    for position, inst in reversed(list(enumerate(instances[:-1]))):
-        if table[inst] != table[instances[-1]]:
-            kernel = tirx.Select(flat == position, table[inst], kernel)
-    return kernel
+    # A decision tree on each size in turn, its conditions plain comparisons: TVM's
+    # simplifier takes each Select's condition as a constraint on its branches, and a
+    # chain repeating an expression of every size in each condition took minutes to
+    # compile on a grid of 28 instances.
+    def tree(prefix: tuple[int, ...]) -> tirx.Expr:
+        if len(prefix) == len(values):
+            return tirx.IntImm("int32", table[prefix])
+        name = list(values)[len(prefix)]
+        var, vs = sizes[name], values[name]
+        node = tree((*prefix, vs[-1]))
+        for v in reversed(vs[:-1]):
+            below = tree((*prefix, v))
+            if not tvm_ffi.structural_equal(below, node):
+                node = tirx.Select(var <= tirx.IntImm(var.ty.dtype, v), below, node)
+        return node
+
+    return tree(())
 
 
 def _aligned(
