@@ -48,13 +48,37 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     assert set(result.table.values()) <= set(range(len(result.kernels)))
     # each kernel generic, and fixed at every listed batch it serves
     fixed = {(k, batch) for (batch, _), k in result.table.items()}
-    assert len(find_scans(result.func)) == len(result.kernels) + len(fixed)
+    assert len(find_scans(result.func)) == len(result.kernels) + len(fixed - result.unfixed)
     lib = compile_func(result.func)
     for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
         case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
         got, want = outputs(case, lib, case.input_arrays())
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
+
+
+@pytest.mark.slow
+def test_a_body_that_does_not_build_fixed_at_a_batch_is_served_generic_there(
+    tuned_dir, monkeypatch
+):
+    """A schedule whose body fixed at batch 1 does not build (a persistent launch whose
+    parallel loop batch 1 removes is refused so) runs its generic body at batch 1."""
+    real = dyn.specialize_body
+
+    def refusing_batch_1(func, sizes):
+        if sizes == {"batch": 1}:
+            raise RuntimeError("not at batch 1")
+        return real(func, sizes)
+
+    monkeypatch.setattr(dyn, "specialize_body", refusing_batch_1)
+    result = tune(tuned_dir)
+    at_1 = {(k, (1,)) for (batch, _), k in result.table.items() if batch == 1}
+    assert at_1 and at_1 <= result.unfixed
+    lib = compile_func(result.func)
+    for batch, seq in [(1, 4), (1, 33), (4, 32)]:
+        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
+        got, want = outputs(case, lib, case.input_arrays())
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow

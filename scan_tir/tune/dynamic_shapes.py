@@ -22,7 +22,8 @@ value of the step's sizes, the body fixed there; elsewhere the generic kernel of
 instance the shape rounds up to.
 
 A record that fails to replay, to build or to compute right where it was timed is
-skipped with its reason logged; a chosen kernel wrong at some instance is not used there
+skipped with its reason logged (a body that does not build fixed at a step size is
+served there by its generic build); a chosen kernel wrong at some instance is not used there
 (the choice is made again without it there), never a wrong result. A symbolic batch is
 served as a symbolic length is: the step's tiles over batch keep their tuned shape, the
 last one guarded by a predicate (``scan_tir.transform.tile_buffers`` sizes its buffers,
@@ -76,6 +77,9 @@ class Dynamic:
     predicted_ms: dict[Instance, float]  # what the choice expected of it there
     candidates: int  # kernels that replayed, built and were right where timed
     skipped: list[str] = field(default_factory=list)  # why a record was not used (where)
+    # (kernel, step sizes) served by the kernel's generic body: its body fixed there
+    # does not build (a persistent launch whose parallel loop the fixed size removes)
+    unfixed: set[tuple[int, Instance]] = field(default_factory=set)
 
 
 @dataclass
@@ -88,6 +92,7 @@ class _Kernel:
     checked: set = field(default_factory=set)
     fixed: dict[Instance, tvm.runtime.Module] = field(default_factory=dict)  # step sizes -> lib
     only: Instance | None = None  # the step sizes it serves, where it has no generic build
+    unfixed: set[Instance] = field(default_factory=set)  # step sizes its generic build serves
 
 
 def dynamic(
@@ -226,8 +231,9 @@ def dynamic(
             f"dynamic: no generic kernel chosen is right at {wrong[:3]}: " + "; ".join(skipped)
         )
     picked = [pool[c].func for c in chosen]
+    unfixed = {(k, u) for k, c in enumerate(chosen) for u in pool[c].unfixed}
     return Dynamic(
-        _dispatching(func, names, step, instances, picked, table, anywhere),
+        _dispatching(func, names, step, instances, picked, table, anywhere, unfixed),
         names,
         picked,
         table,
@@ -235,6 +241,7 @@ def dynamic(
         predicted,
         len(pool),
         skipped,
+        unfixed,
     )
 
 
@@ -246,10 +253,12 @@ def _dispatching(
     picked: list[tirx.PrimFunc],
     table: dict[Instance, int],
     anywhere: dict[Instance, int],
+    unfixed: set[tuple[int, Instance]],
 ) -> tirx.PrimFunc:
     """``func`` branching to ``picked`` by ``table``: at listed values of the step's sizes
-    to a kernel's body fixed at those values (:func:`specialize_body`), elsewhere to the
-    generic kernel ``anywhere`` gives the instance the shape rounds up to."""
+    to a kernel's body fixed at those values (:func:`specialize_body`; its generic body
+    where ``unfixed`` says so), elsewhere to the generic kernel ``anywhere`` gives the
+    instance the shape rounds up to."""
     grid = {n: instances[n] for n in names}
     generic = nearest_instance(func, grid, anywhere)
     if not step:
@@ -259,6 +268,9 @@ def _dispatching(
     fixed_table = {}
     for i, k in table.items():
         key = (k, tuple(i[s] for s in step))
+        if key in unfixed:
+            fixed_table[i] = k
+            continue
         if key not in variant:
             variant[key] = len(bodies)
             bodies.append(specialize_body(picked[k], {names[s]: i[s] for s in step}))
@@ -440,7 +452,15 @@ class _Bench:
             raise ScanLoweringError(f"dynamic: {kernel.where} serves {kernel.only} only")
         if key not in kernel.fixed:
             fixed = {self.names[s]: v for s, v in zip(self.step, key)}
-            kernel.fixed[key] = _build(specialize_body(kernel.func, fixed), self.target)
+            try:
+                kernel.fixed[key] = _build(specialize_body(kernel.func, fixed), self.target)
+            except Exception as err:  # a legality check or TVM's codegen, at that size
+                if kernel.lib is None:
+                    raise
+                log(f"dynamic: {kernel.where} does not build with its body fixed at {fixed} "
+                    f"({_last(err)}); its generic build serves there")
+                kernel.unfixed.add(key)
+                kernel.fixed[key] = kernel.lib
         return kernel.fixed[key]
 
     def right(self, kernel: _Kernel, instance: Instance, generic: bool = False) -> bool:
