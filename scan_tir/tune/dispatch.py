@@ -41,13 +41,18 @@ def dispatch(
         raise ScanLoweringError("dispatch: no kernel to dispatch to")
     sizes = size_vars(func)
     bodies = [_aligned(k, func, sizes, i) for i, k in enumerate(kernels)]
-    index = tirx.Var("kernel", "int32")
+    # The index kept in a buffer, not bound to a variable: TVM's simplifier substitutes a
+    # bound value, so each nested branch would add the whole choice to the constraints
+    # under which every later body is simplified (quadratic; an hour at 28 LSTM bodies).
+    index = tirx.decl_buffer((1,), "int32", "kernel", scope="local", layout=None)
+    chosen = tirx.BufferLoad(index, [0])
     body = bodies[-1]
     for i in reversed(range(len(bodies) - 1)):
-        body = tirx.IfThenElse(index == i, bodies[i], body)
-    body = tirx.SeqStmt([tirx.Bind(index, tirx.Cast("int32", choice)), body])
+        body = tirx.IfThenElse(chosen == i, bodies[i], body)
+    body = tirx.SeqStmt([tirx.BufferStore(index, tirx.Cast("int32", choice), [0]), body])
     # Under a root block, as every S-TIR function (Relax's AnnotateTIROpPattern needs it).
-    return func.with_body(s_tir.SBlockRealize([], True, s_tir.SBlock([], [], [], "root", body)))
+    root = s_tir.SBlock([], [], [], "root", body, alloc_buffers=[index])
+    return func.with_body(s_tir.SBlockRealize([], True, root))
 
 
 def nearest_instance(
