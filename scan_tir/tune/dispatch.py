@@ -43,7 +43,7 @@ def dispatch(
     bodies = [_aligned(k, func, sizes, i) for i, k in enumerate(kernels)]
     # The index kept in a buffer, not bound to a variable: TVM's simplifier substitutes a
     # bound value, so each nested branch would add the whole choice to the constraints
-    # under which every later body is simplified (quadratic; an hour at 28 LSTM bodies).
+    # under which every later body is simplified (quadratic in the bodies).
     index = tirx.decl_buffer((1,), "int32", "kernel", scope="local", layout=None)
     chosen = tirx.BufferLoad(index, [0])
     body = bodies[-1]
@@ -83,12 +83,14 @@ def nearest_instance(
         )
     # A decision tree on each size in turn, its conditions plain comparisons: TVM's
     # simplifier takes each Select's condition as a constraint on its branches, and a
-    # chain repeating an expression of every size in each condition took minutes to
-    # compile on a grid of 28 instances.
+    # chain repeating an expression of every size in each condition grows the
+    # constraints with every instance.
+    order = list(values)
+
     def tree(prefix: tuple[int, ...]) -> tirx.Expr:
-        if len(prefix) == len(values):
+        if len(prefix) == len(order):
             return tirx.IntImm("int32", table[prefix])
-        name = list(values)[len(prefix)]
+        name = order[len(prefix)]
         var, vs = sizes[name], values[name]
         node = tree((*prefix, vs[-1]))
         for v in reversed(vs[:-1]):
