@@ -54,7 +54,8 @@ setup(
         ],
         # The CPU build on local disk; a bare "torch" pulls a multi-GB CUDA build.
         # onnxruntime: the ONNX baseline (its own CPU LSTM/GRU/RNN kernels).
-        "benchmarks": ["torch==2.13.0", "onnx", "onnxruntime"],
+        # numba: the channel-parallel selective scan and minGRU baselines.
+        "benchmarks": ["torch==2.13.0", "onnx", "onnxruntime", "numba"],
     },
     entry_points={"console_scripts": ["scan-tir=scan_tir.cli:main"]},
 )

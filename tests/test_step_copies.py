@@ -82,6 +82,29 @@ def test_states_nothing_else_reads_keep_two_rows():
     assert _rows(scan_tir.create_prim_func([x, copy], options=IN_STEP), "sums") == 2
 
 
+@pytest.mark.parametrize("length", [1, 2, 7, 64])
+def test_a_state_read_outside_at_its_last_row_alone_keeps_two_rows(length):
+    """The last row (an RNN's h_n, a chunk's total) is where the last step left it, row
+    ``last % 2``, at every parity of the length; without the copy the state is read at
+    its last row alone, and is folded too."""
+    x, copy, _, last = _cumsum()
+    for outputs_ in ([x, copy, last], [x, last]):
+        func = scan_tir.create_prim_func(outputs_, options=IN_STEP)
+        assert _rows(func, "sums") == 2
+        xs = np.random.default_rng(length).standard_normal((length, 8)).astype("float32")
+        shapes = [(length, 8)] * (len(outputs_) - 2) + [(8,)]
+        got = run(compile_func(func), [xs], shapes)
+        np.testing.assert_allclose(got[-1], xs.astype("float64").sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_selective_scan_writes_y_and_keeps_two_rows_of_h():
+    """Mamba's state (batch, d_model, d_state per step) is read only by the step: two rows,
+    not one per step; only y, the output, is written for every step."""
+    func = get("selective_scan", IN_STEP, seq=1024, batch=1, d_model=8, d_state=4).prim_func()
+    assert _rows(func, "selective_scan_h") == 2 and _rows(func, "selective_scan_y") == 2
+    assert list(func.params[-1].ty.shape) == [1024, 1, 8]
+
+
 def test_second_order_recurrence_keeps_every_row():
     """A state read at t-1 and t-2 (two init rows) is not folded; right at 1024 steps."""
     n, length = 4, 1024

@@ -18,14 +18,16 @@ import tvm_ffi
 from tvm import s_tir, te, tirx
 from tvm.ir import Range
 from tvm.s_tir.analysis import get_sblock_read_write_region
+from tvm.sym import Analyzer
 
 from ..errors import ScanLoweringError
+from .chunked_scans import CHUNK_ATTR, chunk_marked
 from .fast_math import fast_math
 from .graph import Graph, analyse
 from .options import LoweringOptions
 from .scan_lowering import lower_scan, substitute_buffers
 from .step_copies import StepCopy, find_step_copies, private_states
-from .te_rewrite import compute_op, load, map_attr_tensors, map_body, tensor_key
+from .te_rewrite import load, tensor_key, with_inputs
 from .vocabulary import SCAN, rebuilt
 
 
@@ -43,6 +45,10 @@ def create_prim_func(
     holding the step's ordinary spatial and reduce blocks. Raises
     :class:`scan_tir.ScanLoweringError` for graphs it cannot lower.
 
+    A scan whose attrs ask for chunks (``scan(..., attrs={"scan_tir.chunk": L})``, a
+    linear recurrence) is first rewritten into its chunked form
+    (:func:`scan_tir.lower.chunk_marked`).
+
     ``options`` (default ``LoweringOptions()``, the fast path): see
     :class:`scan_tir.LoweringOptions`. They concern scans: a graph without one is lowered
     by TVM alone, options or not.
@@ -59,8 +65,13 @@ def create_prim_func(
     graph = analyse(tensors)
     if not graph.has_scan:
         return te.create_prim_func(ops, index_dtype_override)
+    if any(CHUNK_ATTR in dict(scan.attrs or {}) for scan in graph.scans):
+        rewritten = dict(zip((tensor_key(t) for t in tensors), chunk_marked(tensors)))
+        ops = [rewritten[tensor_key(x)] if isinstance(x, te.Tensor) else x for x in ops]
+        tensors = [x for x in ops if isinstance(x, te.Tensor)]
+        graph = analyse(tensors)
     copies = find_step_copies(graph) if options.copies_in_step else {}
-    private = private_states(graph, tensors, copies) if copies else {}
+    private = private_states(graph, tensors, copies) if options.copies_in_step else {}
     mapping = _rewrite(graph, options.merge_updates, copies, private)
     new_ops = [mapping.get(tensor_key(x), x) if isinstance(x, te.Tensor) else x for x in ops]
     func = te.create_prim_func(new_ops, index_dtype_override)
@@ -94,22 +105,21 @@ def _rewrite(
             continue
         if not any(tensor_key(t) in mapping for t in op.input_tensors):
             continue
-        if isinstance(op, te.ComputeOp):
-            body = map_body(op, lambda t, idx: load(outer(t), idx))
-            new_op = compute_op(op, op.axis, body, map_attr_tensors(op.attrs, outer))
-        else:  # te.ExternOp: only its inputs change, its body speaks of placeholders
-            new_op = te._ffi_api.ExternOp(
-                op.name,
-                op.tag,
-                op.attrs,
-                [outer(t) for t in op.inputs],
-                list(op.input_placeholders),
-                list(op.output_placeholders),
-                op.body,
-            )
+        new_op = with_inputs(op, outer, lambda t, idx: load(outer(t), _row_of(t, outer(t), idx)))
         for i in range(op.num_outputs):
             mapping[tensor_key(op.output(i))] = new_op.output(i)
     return mapping
+
+
+def _row_of(original: te.Tensor, lowered: te.Tensor, index: list) -> list:
+    """``index`` into ``lowered``, the extern output standing for ``original``: a scan
+    state folded to two rows (step_copies.py; read outside only at its last row) keeps
+    row ``r`` at ``r % 2``."""
+    if not isinstance(original.op, te.ScanOp) or lowered.shape[0].same_as(original.shape[0]):
+        return index
+    if Analyzer().can_prove_equal(lowered.shape[0], original.shape[0]):
+        return index
+    return [tirx.floormod(index[0], 2), *index[1:]]
 
 
 def _complete_scan_blocks(func: tirx.PrimFunc) -> tirx.PrimFunc:

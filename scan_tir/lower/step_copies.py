@@ -9,10 +9,11 @@ cache; the step then writes row ``v_t`` of the copy through a ``match_buffer`` v
 writes row ``v_t + init_rows`` of the state.
 
 A state that nothing outside the scan reads any more (its copies are inside, and it is not
-an output of the function) and that the step reads only at ``t - 1`` then needs only two
-rows, the one a step reads and the one it writes: the scan lowering folds it to
-``(2, ...)``, row ``t % 2`` (:func:`private_states`), so that the steps write into the same
-two cached rows instead of a fresh row each.
+an output of the function), or reads only at its last row (a chunk's final state, an
+RNN's h_n), and that the step reads only at ``t - 1`` then needs only two rows, the one a
+step reads and the one it writes: the scan lowering folds it to ``(2, ...)``, row
+``t % 2`` (:func:`private_states`), so that the steps write into the same two cached rows
+instead of a fresh row each; a read of the last row then reads row ``last % 2``.
 
 What counts as such a copy: a te.compute outside every scan whose whole body is one read
 of a scan output at ``[t + init_rows, i1, ..., in]`` (its own axes, in order, the first
@@ -29,7 +30,7 @@ from tvm import te
 from tvm.sym import Analyzer
 
 from .graph import Graph
-from .te_rewrite import is_tensor_load, tensor_key
+from .te_rewrite import is_tensor_load, load, map_body, tensor_key
 
 
 @dataclass(frozen=True)
@@ -83,21 +84,33 @@ def find_step_copies(graph: Graph) -> dict[te.ScanOp, list[StepCopy]]:
 def private_states(
     graph: Graph, outputs: list[te.Tensor], copies: dict[te.ScanOp, list[StepCopy]]
 ) -> dict[te.ScanOp, list[int]]:
-    """For each scan with copies, the states that no op outside it (its copies aside) and no
-    function output reads."""
+    """For each scan, the states that no function output reads and no op outside the scan
+    reads (its copies aside) except at the state's last row: the scan lowering may fold
+    them (and ``convert`` then reads a folded state's last row where the last step left it)."""
     read = {tensor_key(t) for t in outputs}
     copy_ops = {c.op for cs in copies.values() for c in cs}
+    analyzer = Analyzer()
+
+    def on_load(tensor: te.Tensor, index: list) -> object:
+        last = tensor.shape[0] - 1 if tensor.shape else None
+        if not (
+            isinstance(tensor.op, te.ScanOp) and index and analyzer.can_prove_equal(index[0], last)
+        ):
+            read.add(tensor_key(tensor))
+        return load(tensor, index)
+
     for op in graph.order:
         if op in copy_ops:
             continue
         if isinstance(op, te.ScanOp):
-            inputs = list(op.init) + graph.scans[op].inputs
+            read.update(tensor_key(t) for t in list(op.init) + graph.scans[op].inputs)
+        elif isinstance(op, te.ComputeOp):
+            map_body(op, on_load)
         else:
-            inputs = list(op.input_tensors)
-        read.update(tensor_key(t) for t in inputs)
+            read.update(tensor_key(t) for t in op.input_tensors)
     return {
         scan: [j for j in range(scan.num_outputs) if tensor_key(scan.output(j)) not in read]
-        for scan in copies
+        for scan in graph.scans
     }
 
 

@@ -139,3 +139,23 @@ def compute_op(
 ) -> te.ComputeOp:
     """A ComputeOp like ``op`` (name, tag) over ``axis`` computing ``body``."""
     return te._ffi_api.ComputeOp(op.name, op.tag, attrs, list(axis), list(body))
+
+
+def with_inputs(
+    op: te.Operation, outer: Callable[[te.Tensor], te.Tensor], on_load: OnLoad | None = None
+) -> te.Operation:
+    """``op`` (a compute or an extern) reading ``outer(t)`` wherever it read ``t``; a
+    compute's reads go through ``on_load`` (default: ``outer(t)`` at the same indices). An
+    extern's body speaks of its placeholders, so only its inputs change."""
+    if isinstance(op, te.ComputeOp):
+        body = map_body(op, on_load or (lambda t, idx: load(outer(t), idx)))
+        return compute_op(op, op.axis, body, map_attr_tensors(op.attrs, outer))
+    return te._ffi_api.ExternOp(
+        op.name,
+        op.tag,
+        op.attrs,
+        [outer(t) for t in op.inputs],
+        list(op.input_placeholders),
+        list(op.output_placeholders),
+        op.body,
+    )

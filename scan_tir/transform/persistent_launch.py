@@ -25,8 +25,11 @@ this pass therefore does itself, after the S-TIR pipeline has placed every alloc
 So what reaches the codegen is legal by construction, and the barriers separate every
 nest's writes from the next nest's reads, including the last nest of step t from the
 first of step t+1. Builds take this pass through the TIR pipeline :data:`PIPELINE`
-(``ConcurrentLanes``, ``PipelinedScans``, ``BoundTileBuffers``, TVM's S-TIR pipeline,
-then this pass); a marked loop built with
+(``ConcurrentLanes``, ``PipelinedScans``, ``BoundTileBuffers``, ``MarkOwnedShares``,
+TVM's S-TIR pipeline, then this pass). A loop ``MarkOwnedShares`` proved channel-parallel
+(every thread reads only what it writes itself: a diagonal recurrence, such as a selective
+scan) gets no barriers at all: each thread runs its share through the whole sequence.
+A marked loop built with
 TVM's default pipeline runs as an ordinary loop, one launch per parallel nest, with the
 same result.
 """
@@ -43,6 +46,7 @@ from tvm.tirx.compilation_pipeline import PIPELINE_MAP
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import PERSISTENT, is_parallel_loop
 from .concurrent_lanes import ConcurrentLanes
+from .owned_shares import OWNED_SHARES, MarkOwnedShares
 from .pipelined_scans import PipelinedScans
 from .tile_buffers import BoundTileBuffers
 
@@ -81,6 +85,7 @@ class _Launch:
     def __init__(self, loop: S.For) -> None:
         self.loop = loop
         self.hoisted: list[S.Stmt] = []
+        self.owned = int(loop.annotations.get(OWNED_SHARES, 0) == 1)
         self.inner_vars: list[tirx.Var] = [loop.loop_var]
 
     def refuse(self, why: str) -> None:
@@ -95,7 +100,7 @@ class _Launch:
         """``stmt`` of the launch body with a barrier after each parallel loop; None for
         an allocation hoisted out of it."""
         if is_parallel_loop(stmt):
-            return S.AttrStmt(stmt.loop_var, BARRIER, 1, stmt)
+            return stmt if self.owned else S.AttrStmt(stmt.loop_var, BARRIER, 1, stmt)
         if isinstance(stmt, (S.AllocBuffer, S.DeclBuffer)):
             if not top:
                 self.refuse(f"buffer '{stmt.buffer.name}' is allocated inside a serial loop")
@@ -123,7 +128,9 @@ class _Launch:
 
     def rewrite(self) -> list[S.Stmt]:
         body = self.region(self.loop.body, True)
-        rest = {k: v for k, v in self.loop.annotations.items() if k != PERSISTENT}
+        rest = {
+            k: v for k, v in self.loop.annotations.items() if k not in (PERSISTENT, OWNED_SHARES)
+        }
         launch = S.AttrStmt(self.loop.loop_var, LAUNCH, 1, _rebuilt_for(self.loop, body, rest))
         return [*self.hoisted, launch]
 
@@ -179,7 +186,14 @@ def _pipeline(**kwargs):
     :func:`PersistentLaunch` (before the host passes, which turn allocations into workspace
     calls)."""
     lower, host, device = default_s_tir_pipeline(**kwargs)
-    passes = [ConcurrentLanes, PipelinedScans, BoundTileBuffers, lower, PersistentLaunch]
+    passes = [
+        ConcurrentLanes,
+        PipelinedScans,
+        BoundTileBuffers,
+        MarkOwnedShares,
+        lower,
+        PersistentLaunch,
+    ]
     return tvm.transform.Sequential(passes), host, device
 
 

@@ -6,11 +6,14 @@ per function or (:func:`tune_per_scan`) one per scan, composed;
 and :func:`apply_best` serve a function of symbolic length from a fixed-length tuning;
 :func:`dispatch` joins several schedules of one function into one that picks by shape
 (with :func:`nearest_instance`, the schedule of the size instance a shape rounds up to),
-and :func:`dynamic` tunes for a grid of size instances and returns such a function.
+and :func:`dynamic` tunes for a grid of size instances and returns such a function;
+:func:`tune_forms` tunes a linear recurrence in each of its forms (:func:`linear_forms`:
+sequential, chunked) and keeps the fastest.
 """
 
 from .dispatch import dispatch, nearest_instance
 from .dynamic_shapes import Dynamic, dynamic
+from .linear_forms import FormsResult, linear_forms, tune_forms
 from .measure import build_candidate, local_runner, parse_rpc, rpc_runner
 from .per_scan import PerScanResult, compose, scan_tasks, tune_per_scan
 from .pooled_builder import PooledBuilder
@@ -22,6 +25,7 @@ from .tuner import TuneResult, tune, tune_module
 
 __all__ = [
     "Dynamic",
+    "FormsResult",
     "PerScanResult",
     "PooledBuilder",
     "TuneResult",
@@ -32,6 +36,7 @@ __all__ = [
     "dispatch",
     "dynamic",
     "local_runner",
+    "linear_forms",
     "log",
     "nearest_instance",
     "parse_rpc",
@@ -41,6 +46,7 @@ __all__ = [
     "size_vars",
     "specialize",
     "tune",
+    "tune_forms",
     "tune_module",
     "tune_per_scan",
 ]
