@@ -1,6 +1,7 @@
 """Linear recurrences (issue 18): the selective scan and minGRU, each form side by side.
 
-Per config (``S``, ``M``, or a recurrence with sizes: ``selective_scan:seq=4096,d_state=64``)
+Per config (``S``, ``M``, or a recurrence with sizes: ``selective_scan:seq=4096,d_state=64``;
+separate configs with ``;`` where any has sizes)
 this script tunes each form of the recurrence (``scan_tir.tune.tune_forms``: the
 sequential lowering and the chunked ones of ``--chunks``, each ``--trials`` trials with
 ``scan_space``, databases under ``<work-dir>/<config>/<form>/``; a rerun resumes), then
@@ -175,7 +176,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     results = []
-    for text in args.configs.split(";" if ":" in args.configs else ","):
+    for text in args.configs.split(";" if ";" in args.configs or ":" in args.configs else ","):
         name, w = parse_config(text)
         log(f"{name}: {w.sizes}")
         results.append(measure(name, w, args))
