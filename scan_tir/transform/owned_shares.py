@@ -217,6 +217,8 @@ def owned_shares_problem(loop: S.For) -> str | None:
         return "a nest passes a buffer's address to a call"
     extent = nests[0].loop.extent
     analyzer = Analyzer()
+    if not all(analyzer.can_prove_equal(n.loop.min, 0) for n in nests):
+        return "a nest's parallel loop does not start at 0"
     if not all(analyzer.can_prove_equal(n.loop.extent, extent) for n in nests):
         return "the nests' parallel loops differ in extent: " + ", ".join(
             str(n.loop.extent) for n in nests
