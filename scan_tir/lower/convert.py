@@ -105,21 +105,21 @@ def _rewrite(
             continue
         if not any(tensor_key(t) in mapping for t in op.input_tensors):
             continue
-        new_op = with_inputs(op, outer, lambda t, idx: load(outer(t), _row_of(t, outer(t), idx)))
+        new_op = with_inputs(op, outer, lambda t, idx: _read(t, outer(t), idx))
         for i in range(op.num_outputs):
             mapping[tensor_key(op.output(i))] = new_op.output(i)
     return mapping
 
 
-def _row_of(original: te.Tensor, lowered: te.Tensor, index: list) -> list:
-    """``index`` into ``lowered``, the extern output standing for ``original``: a scan
-    state folded to two rows (step_copies.py; read outside only at its last row) keeps
-    row ``r`` at ``r % 2``."""
-    if not isinstance(original.op, te.ScanOp) or lowered.shape[0].same_as(original.shape[0]):
-        return index
-    if Analyzer().can_prove_equal(lowered.shape[0], original.shape[0]):
-        return index
-    return [tirx.floormod(index[0], 2), *index[1:]]
+def _read(original: te.Tensor, lowered: te.Tensor, index: list) -> tirx.Expr:
+    """A read of ``original`` at ``index``, from ``lowered``, the extern output standing for
+    it: a scan state folded to two rows (step_copies.py; read outside only at its last
+    row) keeps row ``r`` at ``r % 2``."""
+    if isinstance(original.op, te.ScanOp) and not Analyzer().can_prove_equal(
+        lowered.shape[0], original.shape[0]
+    ):
+        index = [tirx.floormod(index[0], 2), *index[1:]]
+    return load(lowered, index)
 
 
 def _complete_scan_blocks(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -92,10 +92,10 @@ def private_states(
     analyzer = Analyzer()
 
     def on_load(tensor: te.Tensor, index: list) -> object:
-        last = tensor.shape[0] - 1 if tensor.shape else None
-        if not (
-            isinstance(tensor.op, te.ScanOp) and index and analyzer.can_prove_equal(index[0], last)
-        ):
+        at_last_row = isinstance(tensor.op, te.ScanOp) and analyzer.can_prove_equal(
+            index[0], tensor.shape[0] - 1
+        )
+        if not at_last_row:
             read.add(tensor_key(tensor))
         return load(tensor, index)
 

@@ -48,7 +48,7 @@ from tvm.ir.expr import Call, TensorLoad
 from tvm.sym import Analyzer, IntervalSet, detect_iter_map
 from tvm.tirx import stmt as S
 
-from ..lower.vocabulary import PERSISTENT, is_parallel_loop
+from ..lower.vocabulary import PERSISTENT, is_parallel_loop, mentions
 
 #: On a persistent time loop after this pass: 1 when its threads own their shares (the
 #: launch needs no barriers), else the reason they do not.
@@ -183,16 +183,12 @@ def _separating(
         for k, (nxt, (_, hi)) in enumerate(zip(step, hull)):
             if analyzer.can_prove(nxt > hi):
                 return [k]
-    varying = [k for k, (lo, hi) in enumerate(hull) if _mentions(lo, i) or _mentions(hi, i)]
+    varying = [k for k, (lo, hi) in enumerate(hull) if mentions(lo, i) or mentions(hi, i)]
     if not varying or not all(analyzer.can_prove_equal(*hull[k]) for k in varying):
         return None
     points = [hull[k][0] for k in varying]
     mapped = detect_iter_map(points, {i: Range(0, extent)}, check_level="bijective")
     return varying if mapped.indices else None
-
-
-def _mentions(expr: tirx.Expr, var: tirx.Var) -> bool:
-    return any(v.same_as(var) for v in tirx.analysis.undefined_vars(expr, []))
 
 
 def _inside(analyzer: Analyzer, box: list, hull: list, dims: list[int]) -> bool:

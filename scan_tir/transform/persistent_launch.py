@@ -85,7 +85,7 @@ class _Launch:
     def __init__(self, loop: S.For) -> None:
         self.loop = loop
         self.hoisted: list[S.Stmt] = []
-        self.owned = int(loop.annotations.get(OWNED_SHARES, 0) == 1)
+        self.owned = bool(loop.annotations.get(OWNED_SHARES, 0) == 1)
         self.inner_vars: list[tirx.Var] = [loop.loop_var]
 
     def refuse(self, why: str) -> None:

@@ -30,7 +30,7 @@ from ..lower.options import LoweringOptions
 from ..transform.layout_free import layout_free
 from .progress import log
 from .target import default_target
-from .tuner import tune_module
+from .tuner import records_of, tune_module
 
 #: Chunk lengths offered by default: long enough that the carry pass is short, short
 #: enough that a sequence of a thousand steps has a chunk per core and more.
@@ -75,15 +75,6 @@ class FormsResult:
         return self.scheduled[self.best]
 
 
-def _best_ms(work_dir: Path, mod: tvm.IRModule) -> float:
-    db = ms.database.JSONDatabase(work_dir=str(work_dir))
-    top = db.get_top_k(db.commit_workload(mod), 1)
-    if not top:
-        return float("nan")
-    secs = [float(s) for s in top[0].run_secs]
-    return sum(secs) / len(secs) * 1e3
-
-
 def tune_forms(
     tensors: Sequence[te.Tensor],
     work_dir: str | Path,
@@ -104,14 +95,15 @@ def tune_forms(
     for label, func in linear_forms(tensors, chunks, weights=weights).items():
         mod = tvm.IRModule({"main": func})
         where = work_dir / label.replace(" ", "_")
-        db_file = where / "database_tuning_record.json"
-        have = sum(1 for _ in db_file.open()) if db_file.exists() else 0
+        have = records_of(where, mod)
         if have < trials:
             tune_module(mod, where, trials - have, target, label=label, population=population)
-        latency[label] = _best_ms(where, mod)
+        db = ms.database.JSONDatabase(work_dir=str(where))
+        top = db.get_top_k(db.commit_workload(mod), 1)
+        secs = [float(s) for s in top[0].run_secs] if top else []
+        latency[label] = sum(secs) / len(secs) * 1e3 if secs else float("nan")
         log(f"{label}: best tuned {latency[label]:.3f} ms")
-        if latency[label] == latency[label]:
-            db = ms.database.JSONDatabase(work_dir=str(where))
+        if top:
             scheduled[label] = ms.tir_integration.compile_tir(db, mod, target).mod["main"]
     if not scheduled:
         raise RuntimeError(f"no form of the function has a candidate that ran ({work_dir})")
