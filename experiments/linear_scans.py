@@ -8,7 +8,9 @@ sequential lowering and the chunked ones of ``--chunks``, each ``--trials`` tria
 measures in one process:
 
 - the untuned function (every nest of a step its own fork/join);
-- each form's best tuned schedule three ways: as found; with every nest of each step
+- each form's best tuned schedule four ways: as found (its weights repacked in every
+  call); on weights packed once (``bench.prepack``: what the tuner timed, and what a
+  deployment runs); with every nest of each step
   shared out and forked/joined per nest (``shared_out(..., launch=False)``); and in one
   persistent launch per scan (``shared_out``), which ``MarkOwnedShares`` makes
   channel-parallel (no barriers: each thread runs its channels through the whole
@@ -16,8 +18,10 @@ measures in one process:
 - baselines: the PyTorch loop (2 and 1 threads; PyTorch has no module for either),
   the float64 numpy reference, and numba's channel-parallel loop (``bench.numba_scans``,
   the form of the fast CPU kernels), with minGRU's projections by numpy's BLAS;
-- the bound (``bench.bound.estimated_bound``: FLOPs with fast_math's polynomials counted
-  as the operations they are, against the parameters' bytes).
+- the bound (``bench.bound.scan_bound``: the function's exps at the exp rate measured in
+  this run, ``bench.bound.exp_rate``, its other FLOPs at the measured GEMM peak, against
+  the parameters' bytes; ``estimated_bound``, which counts each exp as its polynomial's
+  uncommoned expression tree, is kept in the JSON).
 
 Every scan-tir output is checked against the numpy reference. Run from the repo root:
 ``TVM_NUM_THREADS=2 python experiments/linear_scans.py --configs S,M --trials 64``
@@ -32,15 +36,18 @@ from pathlib import Path
 
 import numpy as np
 import tvm
-from bench.bound import estimated_bound
+from bench.bound import estimated_bound, exp_rate, scan_bound
 from bench.build import build, target
 from bench.check import max_err
 from bench.numba_scans import numba_available, numba_call
+from bench.prepack import on_packed_weights
 from bench.report import fmt, header, markdown_table, start_run, write_json
 from bench.timing import evaluator_latency_ms, loop_latency_ms, median
+from machine import peak_flops
 
 from postprocs.persistent_step import shared_out
 from scan_tir import workloads
+from scan_tir.lower.options import LoweringOptions
 from scan_tir.transform.owned_shares import verdicts
 from scan_tir.tune import log, tune_forms
 
@@ -76,6 +83,27 @@ def tvm_row(label: str, func, inputs, ref, repeats: int) -> dict:
     return {"label": label, "ms": times, "err": err, "form": launch_form(func)}
 
 
+def packed_row(label: str, tuned, inputs, ref, repeats: int) -> dict | None:
+    """``tuned`` on weights packed once (what the tuner timed, and what a deployment
+    runs: ``bench.prepack``), or None where its schedule repacks nothing."""
+    names = [str(p.name) for p in tuned.params]
+    tensors = {
+        n: tvm.runtime.tensor(np.ascontiguousarray(a, dtype="float32"))
+        for n, a in zip(names, inputs)
+    }
+    packed = on_packed_weights(tuned, tensors, len(ref), repeats)
+    if packed.func.same_as(tuned):
+        return None
+    lib = build(packed.func)
+    outs = [tvm.runtime.tensor(np.zeros(r.shape, "float32")) for r in ref]
+    args = [tensors[n] for n in names[: len(inputs)]] + outs
+    lib["main"](*args)
+    err = max(max_err(a.numpy(), r) for a, r in zip(outs, ref))
+    times = evaluator_latency_ms(lib, args, repeats)
+    log(f"  {label}: {median(times):.3f} ms (error {err:.1e})")
+    return {"label": label, "ms": times, "err": err, "form": launch_form(packed.func)}
+
+
 def python_row(label: str, call, ref, repeats: int) -> dict:
     err = max_err(np.asarray(call()), ref[0])
     times = loop_latency_ms(call, repeats)
@@ -104,6 +132,9 @@ def measure(name: str, w: workloads.Workload, args: argparse.Namespace) -> dict:
     rows = [tvm_row("scan-tir untuned", func, inputs, ref, args.repeats)]
     for form, best in forms.scheduled.items():
         rows.append(tvm_row(f"scan-tir {form}, tuned", best, inputs, ref, args.repeats))
+        packed = packed_row(f"scan-tir {form}, tuned, prepacked", best, inputs, ref, args.repeats)
+        if packed is not None:
+            rows.append(packed)
         for label, launch in (("fork/join per nest", False), ("persistent", True)):
             formed = shared_out(best, threads, launch=launch)
             if isinstance(formed, str):
@@ -123,7 +154,8 @@ def measure(name: str, w: workloads.Workload, args: argparse.Namespace) -> dict:
     torch.set_num_threads(old)
     numpy_call = lambda: w.numpy(inputs)[0]  # noqa: E731
     rows.append(python_row("numpy reference (float64)", numpy_call, ref, args.repeats))
-    bound = estimated_bound(func)
+    exact = workloads.get(w.recurrence.name, LoweringOptions(fast_math=False), **w.sizes)
+    bound = scan_bound(func, exact.prim_func())
     return {
         "tuned_ms": forms.latency_ms,
         "fastest_form": forms.best,
@@ -132,6 +164,9 @@ def measure(name: str, w: workloads.Workload, args: argparse.Namespace) -> dict:
         "rows": rows,
         "bound_ms": bound.ms,
         "bound_kind": bound.kind,
+        "exp_rate": exp_rate(threads),
+        "peak_flops": peak_flops(),
+        "estimated_bound_ms": estimated_bound(func).ms,
     }
 
 
@@ -155,7 +190,9 @@ def table(result: dict) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in result["sizes"].items())
     return (
         f"\n{result['config']} ({sizes}); bound {result['bound_ms']:.3f} ms "
-        f"({result['bound_kind']})\n\n" + markdown_table(head, body)
+        f"({result['bound_kind']}: exps at {result['exp_rate'] / 1e9:.2f} G/s, other FLOPs "
+        f"at {result['peak_flops'] / 1e9:.0f} GFLOP/s, both measured in this run)\n\n"
+        + markdown_table(head, body)
     )
 
 

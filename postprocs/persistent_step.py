@@ -5,23 +5,24 @@ launch for the whole sequence, every thread walking every step and taking its sh
 each parallel nest, with a barrier after each nest (``scan_tir.transform.
 persistent_launch`` builds it). That is legal only if nothing in the step runs outside a
 parallel loop: a serial nest would run on every thread at once, and no barrier would
-follow it. So this postproc makes the top loop of every nest of the step parallel,
-fusing it with the loops nested alone under it until the fused loop has an iteration per
-thread; TVM's ``parallel`` primitive checks each of these (the loop binds only
-data-parallel iterators of every block under it). A nest that cannot be shared out (its
-top loop carries a reduction, or is vectorised, or the nest has one iteration) runs on
-the first thread alone, under a parallel loop whose other iterations do nothing. Then it
-marks the time loop :data:`~scan_tir.lower.vocabulary.PERSISTENT`. Only a top loop that
-is already parallel over one iteration (which lowering would drop, leaving the nest to
-every thread), or a nest TVM's ``parallel`` refuses even a unit loop above (a block
-without compact dataflow under it), keeps the step fork-and-join: the candidate is kept,
-without the mark.
+follow it. So this postproc makes the top loop of every nest of the step parallel, fusing
+it with the loops nested alone under it until the fused loop has an iteration per thread;
+TVM's ``parallel`` primitive checks each of these (the loop binds only data-parallel
+iterators of every block under it). A nest that cannot be shared out (its top loop carries
+a reduction, or is vectorised, or the nest has one iteration) runs on the first thread
+alone, under a parallel loop whose other iterations do nothing. Where every nest was
+shared out, their parallel loops are split to one common extent, so that each thread takes
+the same slice of every nest. Then it marks the time loop
+:data:`~scan_tir.lower.vocabulary.PERSISTENT`. Only a top loop that is already parallel
+over one iteration (which lowering would drop, leaving the nest to every thread), or a
+nest TVM's ``parallel`` refuses even a unit loop above (a block without compact dataflow
+under it), keeps the step fork-and-join: the candidate is kept, without the mark.
 ``VerifyScanStructure`` checks the result on every candidate (``scan_violations``: a
 marked time loop's step holds parallel nests only).
 
-Touches: the top loops of the nests directly under a step block (fuse, parallel; a unit
-loop added above and split) and the step's time loop (the :data:`PERSISTENT` annotation
-only). Never a block outside a step.
+Touches: the top loops of the nests directly under a step block (fuse, parallel, split to
+the common extent; a unit loop added above and split) and the step's time loop (the
+:data:`PERSISTENT` annotation only). Never a block outside a step.
 """
 
 from __future__ import annotations
@@ -109,13 +110,44 @@ def _last_line(err: Exception) -> str:
     return lines[-1][:160] if lines else type(err).__name__
 
 
+def _aligned(sch: Schedule, step: SBlockRV, threads: int) -> None:
+    """Split each nest's parallel loop down to the step's smallest parallel extent, where
+    that extent divides the others and gives every thread work, so that iteration ``i`` of
+    every nest is the same contiguous run of the nests' outer iterations (for a tiled step,
+    the same channels). A thread then keeps one slice of the step's data in its cache from
+    nest to nest, and where that slice is all it reads, ``MarkOwnedShares`` proves the
+    launch needs no barriers (a selective scan's state update, parallel over every
+    channel, beside its contraction tiled over channel blocks)."""
+    tops = [loops[0] for loops in _nests(sch, step)]
+    nodes = [sch.get(top) for top in tops]
+    if not all(
+        n.kind == tirx.ForKind.PARALLEL and isinstance(n.extent, tirx.IntImm) for n in nodes
+    ):
+        return
+    extents = [int(n.extent) for n in nodes]
+    common = min(extents)
+    if common < threads or any(e % common for e in extents):
+        return
+    for top, node, extent in zip(tops, nodes, extents):
+        if extent == common:
+            continue
+        for key in node.annotations:
+            sch.unannotate(top, key)
+        outer, _ = sch.split(top, [common, extent // common])
+        sch.parallel(outer)
+        for key, value in node.annotations.items():
+            sch.annotate(outer, key, value)
+
+
 def make_persistent(sch: Schedule, step: SBlockRV, threads: int) -> str | None:
     """Share every nest of ``step`` out over ``threads`` (a nest that cannot be shared,
     one whose top loop carries a reduction or is vectorised, runs on the first thread
-    alone), then mark its time loop persistent. None when done, else why the step stays
-    fork-and-join (a top loop already parallel over a single iteration, which lowering
-    would drop, or a nest TVM will not put under a parallel loop at all); some nests may
-    then be parallel already, still a valid schedule."""
+    alone), align the nests' shares (:func:`_aligned`), then mark its time loop
+    persistent. None when done, else why the step stays fork-and-join (a top loop already
+    parallel over a single iteration, which lowering would drop, or a nest TVM will not
+    put under a parallel loop at all); some nests may then be parallel already, still a
+    valid schedule."""
+    one_thread = False
     for loops in _nests(sch, step):
         top = sch.get(loops[0])
         if top.kind == tirx.ForKind.PARALLEL:
@@ -123,9 +155,13 @@ def make_persistent(sch: Schedule, step: SBlockRV, threads: int) -> str | None:
                 continue
             return f"a nest's top loop is parallel over {top.extent} iteration"
         left = _shared_out(sch, loops, threads)
-        why = _on_one_thread(sch, left, threads) if left is not None else None
-        if why:
-            return why
+        if left is not None:
+            one_thread = True
+            why = _on_one_thread(sch, left, threads)
+            if why:
+                return why
+    if not one_thread:
+        _aligned(sch, step, threads)
     sch.annotate(sch.get_loops(step)[-1], PERSISTENT, 1)
     return None
 

@@ -209,3 +209,28 @@ def test_a_record_that_replays_only_at_its_batch_serves_that_batch(tmp_path, mon
         got, want = outputs(case, lib, case.input_arrays())
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
+
+
+def test_shapes_off_the_grid_fall_back_on_the_fastest_generic_build():
+    """The fixed bodies' timings say kernel 0; the generic builds say kernel 1 at the
+    large instance: off-grid shapes that round up to it get kernel 1. A kernel with no
+    generic build, or one wrong at the instance, is never the fallback there."""
+    small, large = (1, 4), (4, 4)
+
+    class Bench:
+        step = [0]
+
+        def time(self, kernel, instance, best, generic):
+            assert generic
+            return kernel.estimate[instance]
+
+    generic_ms = {small: 1.0, large: 9.0}
+    kernels = [
+        dyn._Kernel(None, object(), "k0", generic_ms),
+        dyn._Kernel(None, object(), "k1", {small: 2.0, large: 5.0}),
+        dyn._Kernel(None, None, "fixed only", {small: 0.1, large: 0.1}),
+    ]
+    fixed_ms = [{small: 1.0, large: 1.0}, {small: 2.0, large: 2.0}, {small: 0.1, large: 0.1}]
+    assert dyn._fallbacks(kernels, fixed_ms, [small, large], Bench()) == {small: 0, large: 1}
+    fixed_ms[1][large] = float("inf")  # k1 wrong at the large instance
+    assert dyn._fallbacks(kernels, fixed_ms, [small, large], Bench()) == {small: 0, large: 0}

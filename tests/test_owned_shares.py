@@ -1,5 +1,6 @@
 """``MarkOwnedShares``: a persistent launch without barriers where each thread reads only
-what it writes itself (a diagonal recurrence), with barriers everywhere else.
+what it writes itself (a diagonal recurrence), with barriers everywhere else; such a
+launch is built as one parallel loop of shares around the time loop.
 
 A missing barrier shows as a wrong result only when a thread reads another's writes; so
 the diagonal recurrences are checked against numpy at 4096 steps on 2 threads, and the
@@ -18,22 +19,41 @@ from util import assert_close, outputs
 from workloads import with_seq
 
 from postprocs.persistent_step import shared_out
-from scan_tir.transform import PIPELINE
-from scan_tir.transform.owned_shares import verdicts
+from scan_tir.transform import PIPELINE, PersistentLaunch
+from scan_tir.transform.owned_shares import MarkOwnedShares, verdicts
 from scan_tir.transform.persistent_launch import BARRIER, LAUNCH
 from scan_tir.tune import linear_forms
 from scan_tir.workloads import get
 
 
-def lowered_attrs(func, target, key: str) -> int:
+def lowered(func, target) -> tvm.tirx.PrimFunc:
     bind = tvm.tirx.transform.BindTarget(target.with_host(target))
     mod = bind(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
     lower, _, _ = tvm.tirx.get_tir_pipeline(PIPELINE)
+    return lower(mod)["main"]
+
+
+def lowered_attrs(func, target, key: str) -> int:
     found: list = []
     tvm_ffi.structural_walk(
-        lower(mod)["main"].body,
+        lowered(func, target).body,
         (S.AttrStmt, lambda a: found.append(a) if a.attr_key == key else None),
     )
+    return len(found)
+
+
+def time_loops_inside_parallel(func, target) -> int:
+    """How many loops over the sequence run inside a parallel loop (the shares' loop)."""
+    found: list = []
+
+    def on_loop(loop: S.For) -> None:
+        if loop.kind == tvm.tirx.ForKind.PARALLEL:
+            tvm_ffi.structural_walk(
+                loop.body,
+                (S.For, lambda t: found.append(t) if t.loop_var.name == "t" else None),
+            )
+
+    tvm_ffi.structural_walk(lowered(func, target).body, (S.For, on_loop))
     return len(found)
 
 
@@ -49,8 +69,9 @@ def test_diagonal_recurrences_run_without_barriers_and_match_numpy(name, sizes, 
     workload = get(name, **{**with_seq(name, 4096, sizes["batch"]), **sizes})
     marked = shared_out(workload.prim_func(), 2)
     assert verdicts(marked) == [1]
-    assert lowered_attrs(marked, target, LAUNCH) == 1
+    assert lowered_attrs(marked, target, LAUNCH) == 0
     assert lowered_attrs(marked, target, BARRIER) == 0
+    assert time_loops_inside_parallel(marked, target) == 1
     inputs = workload.input_arrays(seed=3)
     lib = tvm.compile(tvm.IRModule({"main": marked}), target=target, tir_pipeline=PIPELINE)
     got, ref = outputs(workload, lib, inputs)
@@ -133,6 +154,23 @@ def _history(A: T.Buffer((5, 8), "float32")):
 )
 def test_the_check(func, expected):
     assert verdicts(func) == [expected]
+
+
+@T.prim_func
+def _own_rows_in_shares(A: T.Buffer((2, 8, 4), "float32"), X: T.Buffer((4, 8, 4), "float32")):
+    tmp = T.alloc_buffer((8,), "float32")
+    for share in T.parallel(8):
+        for t in range(4):
+            for n in range(4):
+                A[(t + 1) % 2, share, n] = A[t % 2, share, n] * X[t, share, n]
+            tmp[share] = A[(t + 1) % 2, share, 0]
+
+
+def test_an_owned_launch_becomes_a_loop_of_shares_around_the_time_loop():
+    marked = MarkOwnedShares(tvm.IRModule({"main": _own_rows}))
+    after = PersistentLaunch(marked)["main"]
+    expected = _own_rows_in_shares.with_attr("global_symbol", "_own_rows")
+    tvm.ir.assert_structural_equal(after, expected, map_free_vars=True)
 
 
 def test_owned_launch_computes_what_the_serial_loop_does():

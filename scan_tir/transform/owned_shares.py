@@ -7,8 +7,9 @@ wrote. A diagonal recurrence does not: in Mamba's selective scan or minGRU each 
 state depends on that channel's state alone, so when every nest of the step is a parallel
 loop over the channels with the same extent, the launch gives each thread the same
 iterations of every nest (its static share, ``codegen_cpu.cc``), and a thread only ever
-reads elements it wrote itself, or that nobody in the launch writes. Each thread can then
-run its channels through the whole sequence without waiting for the others: the
+reads elements it wrote itself, or that nobody in the launch writes. Each share can then
+run its channels through the whole sequence without waiting for the others
+(``persistent_launch`` moves the shares' loop outside the time loop): the
 channel-parallel form of the linear-recurrence kernels (Mamba's fused scan; Intel's CPU
 selective scan), reached from the ordinary tuned step.
 
@@ -30,7 +31,8 @@ nest's parallel loop variable renamed to one ``i``:
   writes, such as a state's init row).
 
 Together these say that no element is read by one thread and written by another, nor
-written by two, so dropping the barriers changes no value. Where the check fails the
+written by two: the iterations are independent over the whole sequence, so dropping the
+barriers and running each iteration's steps in turn changes no value. Where the check fails the
 launch keeps its barriers; the reason is kept in the loop's annotation so a test or a
 profile can say why. Opaque accesses (pointers passed to calls) fail it.
 """

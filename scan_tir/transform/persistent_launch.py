@@ -27,8 +27,11 @@ nest's writes from the next nest's reads, including the last nest of step t from
 first of step t+1. Builds take this pass through the TIR pipeline :data:`PIPELINE`
 (``ConcurrentLanes``, ``PipelinedScans``, ``BoundTileBuffers``, ``MarkOwnedShares``,
 TVM's S-TIR pipeline, then this pass). A loop ``MarkOwnedShares`` proved channel-parallel
-(every thread reads only what it writes itself: a diagonal recurrence, such as a selective
-scan) gets no barriers at all: each thread runs its share through the whole sequence.
+(every iteration of the nests' common parallel loop reads only what that iteration writes:
+a diagonal recurrence, such as a selective scan) gets no launch point and no barriers: the
+nests' parallel loops become one loop of shares around the time loop, so each share runs
+its channels through the whole sequence, its slice of the state staying in its core's
+L1 from step to step, and the threads never meet until the end.
 A marked loop built with
 TVM's default pipeline runs as an ordinary loop, one launch per parallel nest, with the
 same result.
@@ -40,6 +43,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.s_tir.pipeline import default_s_tir_pipeline
+from tvm.sym import Analyzer
 from tvm.tirx import stmt as S
 from tvm.tirx.compilation_pipeline import PIPELINE_MAP
 
@@ -87,6 +91,8 @@ class _Launch:
         self.hoisted: list[S.Stmt] = []
         self.owned = bool(loop.annotations.get(OWNED_SHARES, 0) == 1)
         self.inner_vars: list[tirx.Var] = [loop.loop_var]
+        self.shares: list[S.For] = []
+        self.share = tirx.Var("share", loop.loop_var.ty.dtype)
 
     def refuse(self, why: str) -> None:
         raise ScanLoweringError(
@@ -100,7 +106,18 @@ class _Launch:
         """``stmt`` of the launch body with a barrier after each parallel loop; None for
         an allocation hoisted out of it."""
         if is_parallel_loop(stmt):
-            return stmt if self.owned else S.AttrStmt(stmt.loop_var, BARRIER, 1, stmt)
+            if not self.owned:
+                return S.AttrStmt(stmt.loop_var, BARRIER, 1, stmt)
+            self.shares.append(stmt)
+            var = stmt.loop_var
+            share = (
+                self.share
+                if var.ty.dtype == self.share.ty.dtype
+                else tirx.Cast(var.ty.dtype, self.share)
+            )
+            return tvm_ffi.structural_map(
+                stmt.body, (tirx.Var, lambda v: share if v.same_as(var) else v)
+            )
         if isinstance(stmt, (S.AllocBuffer, S.DeclBuffer)):
             if not top:
                 self.refuse(f"buffer '{stmt.buffer.name}' is allocated inside a serial loop")
@@ -131,8 +148,27 @@ class _Launch:
         rest = {
             k: v for k, v in self.loop.annotations.items() if k not in (PERSISTENT, OWNED_SHARES)
         }
-        launch = S.AttrStmt(self.loop.loop_var, LAUNCH, 1, _rebuilt_for(self.loop, body, rest))
-        return [*self.hoisted, launch]
+        time = _rebuilt_for(self.loop, body, rest)
+        if self.owned:
+            return [*self.hoisted, self._share_loop(time)]
+        return [*self.hoisted, S.AttrStmt(self.loop.loop_var, LAUNCH, 1, time)]
+
+    def _share_loop(self, time: S.For) -> S.For:
+        """The shares' loop, parallel, around the time loop: ``MarkOwnedShares`` proved that
+        iteration ``i`` of every nest reads only what iteration ``i`` writes, over the whole
+        sequence, so the iterations are independent and each runs all its steps in turn."""
+        extent = self.shares[0].extent
+        analyzer = Analyzer()
+        if not all(analyzer.can_prove_equal(s.extent, extent) for s in self.shares):
+            raise ScanLoweringError(
+                f"time loop '{self.loop.loop_var.name}' was proved channel-parallel, but its "
+                "nests' parallel loops differ in extent once lowered: "
+                + ", ".join(str(s.extent) for s in self.shares)
+            )
+        dtype = self.share.ty.dtype
+        if extent.ty.dtype != dtype:
+            extent = tirx.Cast(dtype, extent)
+        return S.For(self.share, tirx.IntImm(dtype, 0), extent, tirx.ForKind.PARALLEL, time)
 
 
 def _visit(stmt: S.Stmt) -> list[S.Stmt]:

@@ -19,7 +19,7 @@ which instance comes from those timings. Timing races: a kernel whose one long r
 instance is already far slower than the best there is not timed further there.
 :func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
 value of the step's sizes, the body fixed there; elsewhere the generic kernel of the
-instance the shape rounds up to.
+instance the shape rounds up to, the one whose generic build was fastest there.
 
 A record that fails to replay, to build or to compute right where it was timed is
 skipped with its reason logged (a body that does not build fixed at a step size is
@@ -223,8 +223,7 @@ def dynamic(
     table = {i: min(range(len(chosen)), key=lambda k: measured[k][i]) for i in grid}
     latency = {i: measured[table[i]][i] for i in grid}
     predicted = {i: pool[chosen[table[i]]].estimate[i] for i in grid}
-    generic = [k for k, c in enumerate(chosen) if pool[c].lib is not None]
-    anywhere = {i: min(generic, key=lambda k: measured[k][i]) for i in grid}
+    anywhere = _fallbacks([pool[c] for c in chosen], measured, grid, bench)
     wrong = [i for i in grid if measured[anywhere[i]][i] == math.inf]
     if wrong:  # shapes off the grid near them would have no right kernel
         raise ScanLoweringError(
@@ -471,21 +470,49 @@ class _Bench:
             for k, want in zip(self.outputs, expected)
         )
 
-    def time(self, kernel: _Kernel, instance: Instance, best: float = math.inf) -> float:
-        """Median ms of ``repeat`` runs of at least 20 ms each; or one run, where that
-        run is long and ``RACE`` times ``best`` (the fastest at ``instance`` so far): such a
-        kernel will not serve there, and at the largest instances one run takes seconds."""
+    def time(
+        self, kernel: _Kernel, instance: Instance, best: float = math.inf, generic: bool = False
+    ) -> float:
+        """Median ms of ``repeat`` runs of at least 20 ms each (of the ``generic`` build,
+        else the one that serves ``instance``); or one run, where that run is long and
+        ``RACE`` times ``best`` (the fastest at ``instance`` so far): such a kernel will
+        not serve there, and at the largest instances one run takes seconds."""
         tensors = [tvm.runtime.tensor(a.copy()) for a in self.case(instance)[0]]
+        lib = kernel.lib if generic else self.lib(kernel, instance)
         if best < math.inf:  # nothing to race against before the first figure
             start = time.perf_counter()
-            lib = self.lib(kernel, instance)
             lib["main"](*tensors)
             once = (time.perf_counter() - start) * 1e3
             if once >= RACE_MS and once > RACE * best:
                 return once
-        lib = self.lib(kernel, instance)
         timer = lib.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
         return statistics.median(timer(*tensors).results) * 1e3
+
+
+def _fallbacks(
+    kernels: list[_Kernel], measured: list[dict[Instance, float]], grid: list[Instance], bench
+) -> dict[Instance, int]:
+    """For each instance, the kernel whose generic build is fastest there: it serves the
+    shapes off the grid that round up to the instance. Where the step's sizes are
+    symbolic, the generic build is another program than the body fixed at the
+    instance (a symbolic batch costs the step its constant bounds and vector code), so
+    it is timed itself; a kernel wrong at the instance is not considered there."""
+    generic = [k for k, kernel in enumerate(kernels) if kernel.lib is not None]
+    out: dict[Instance, int] = {}
+    for i in grid:
+        right = [k for k in generic if measured[k][i] != math.inf] or generic
+        if len(right) == 1 or not bench.step:
+            out[i] = min(right, key=lambda k: measured[k][i])
+            continue
+        times: dict[int, float] = {}
+        for k in sorted(right, key=lambda k: measured[k][i]):
+            times[k] = bench.time(kernels[k], i, min(times.values(), default=math.inf), True)
+        out[i] = min(times, key=times.get)
+        log(
+            f"dynamic: generic builds at {i}: "
+            + ", ".join(f"{kernels[k].where} {ms:.3g} ms" for k, ms in times.items())
+        )
+    return out
 
 
 def _best(pool: list[_Kernel], instance: Instance) -> float:
