@@ -128,7 +128,18 @@ def _aligned(sch: Schedule, step: SBlockRV, threads: int) -> None:
     common = min(extents)
     if common < threads or any(e % common for e in extents):
         return
-    for top, node, extent in zip(tops, nodes, extents):
+    # TVM's parallel check refuses a loop over a reduction decomposed since the loop was
+    # made parallel; such a step keeps its extents, so the splits are tried on a copy.
+    try:
+        _split_to(sch.copy(), tops, nodes, common)
+    except s_tir.ScheduleError:
+        return
+    _split_to(sch, tops, nodes, common)
+
+
+def _split_to(sch: Schedule, tops: list[LoopRV], nodes: list[tirx.For], common: int) -> None:
+    for top, node in zip(tops, nodes):
+        extent = int(node.extent)
         if extent == common:
             continue
         for key in node.annotations:

@@ -52,6 +52,13 @@ def _sizes(text: str) -> dict[str, int]:
     return sizes
 
 
+def _lengths(text: str) -> list[int]:
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not values or not all(v.isdigit() and int(v) > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"want positive integers L,L,..., got {text!r}")
+    return [int(v) for v in values]
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="scan-tir",
@@ -79,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="tune for these instances of a size, which stays symbolic (e.g. "
                    "seq=16,64,256,1024; repeat for more sizes) and build one function that "
                    "dispatches by shape among at most --kernels schedules")
+    t.add_argument("--chunks", type=_lengths, metavar="L,L,...",
+                   help="where a scan is linear in its state, also tune its chunked forms "
+                   "of these chunk lengths (scan_tir.tune.tune_forms), each in "
+                   "WORK_DIR/<form>, and say which form is fastest")
     t.add_argument("--kernels", type=int, default=4, help="with --dynamic (default 4)")
     t.add_argument("--out", "-o", type=Path, help="with --dynamic: write the library here")
     t.add_argument("--time-everywhere", action="store_true",
@@ -189,6 +200,8 @@ def _tune(args: argparse.Namespace) -> int:
     workload = replace(workload, options=_options(args, workload.options))
     if args.dynamic:
         return _tune_dynamic(args, workload)
+    if args.chunks:
+        return _tune_forms(args, workload)
     if args.out or args.time_everywhere:
         raise UsageError(f"{'--out' if args.out else '--time-everywhere'} goes with --dynamic")
     result = tune(
@@ -206,6 +219,30 @@ def _tune(args: argparse.Namespace) -> int:
         f"({result.records_before} before this run, {result.seconds:.0f} s)"
     )
     return SKIPPED_LINES if result.repaired else OK
+
+
+def _tune_forms(args: argparse.Namespace, workload) -> int:
+    from .lower import linear_problem
+    from .lower.graph import analyse
+    from .tune import tune_forms
+
+    for flag in ("rpc", "per_scan", "out", "time_everywhere"):
+        if getattr(args, flag):
+            raise UsageError(f"--{flag.replace('_', '-')} does not go with --chunks")
+    tensors = workload.tensors()
+    problems = [linear_problem(body) for body in analyse(tensors).scans.values()]
+    if all(problems):
+        print(f"{workload.name}: no scan is linear in its state ({'; '.join(problems)}); "
+              "tuning the sequential form only")
+    weights = workload.recurrence.layout_free
+    weights = weights(**workload.sizes) if callable(weights) else weights
+    forms = tune_forms(tensors, args.work_dir, args.trials, chunks=args.chunks,
+                       options=workload.options, weights=weights, population=args.population)
+    for form, ms in forms.latency_ms.items():
+        where = args.work_dir / form.replace(" ", "_")
+        print(f"{workload.name} [{form}]: best {_ms(ms)} ms ({where})")
+    print(f"fastest: {forms.best}")
+    return OK
 
 
 def _tune_dynamic(args: argparse.Namespace, workload) -> int:

@@ -8,6 +8,7 @@ must give exit code 3, never a C++ abort).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -111,6 +112,8 @@ def test_verify_refuses_a_malformed_range(tiny, capsys, text):
          r"unknown size(s) ['depth']"),
         (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "seq=0,4"],
          "every size needs positive instances"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--chunks", "4", "--per-scan"],
+         "--per-scan does not go with --chunks"),
     ],
 )
 def test_bad_input_exits_2(tiny, tmp_path, capsys, argv, message):
@@ -149,3 +152,20 @@ def test_damaged_database_via_console_script(tiny):
 def test_help_lists_exit_codes():
     proc = subprocess.run([SCRIPT, "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "exit codes:" in proc.stdout and "verification" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "workload, sizes, forms",
+    [
+        ("selective_scan", "seq=16,batch=1,d_model=8,d_state=4", ["sequential", "chunked 4"]),
+        ("lstm", "seq=8,batch=1,input=4,hidden=4", ["sequential"]),
+    ],
+)
+def test_tune_offers_the_chunked_form_of_a_linear_scan(tmp_path, capsys, workload, sizes, forms):
+    argv = ["tune", workload, "--sizes", sizes, "--trials", "2", "--population", "8",
+            "-d", tmp_path, "--chunks", "4"]
+    code, out, _ = run(capsys, *argv)
+    assert code == cli.OK
+    assert re.findall(r"\[([^\]]+)\]: best [0-9.e+-]+ ms", out) == forms
+    assert ("no scan is linear in its state" in out) == (forms == ["sequential"])
+    assert out.splitlines()[-1].startswith("fastest: ")

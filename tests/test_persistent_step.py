@@ -222,3 +222,28 @@ def test_nests_are_split_to_one_extent_so_a_selective_scan_needs_no_barriers(tar
     got, ref = outputs(workload, build(scheduled, target), workload.input_arrays(seed=2))
     assert np.abs(ref[0][-1]).max() > 1e-2, "the reference died out; the test would be weak"
     assert_close(got, ref)
+
+
+def test_nests_that_cannot_be_split_keep_their_extents(target):
+    """A product made parallel before its reduction was decomposed (as the tuner's
+    postprocs leave it) fails TVM's parallel check once split, so the step's nests keep
+    their extents, and their barriers. Checked at 4096 steps on 2 threads."""
+    workload = get("rnn_tanh", **{**with_seq("rnn_tanh", 4096, 1), "input": 16, "hidden": 32})
+    func = workload.prim_func()
+    sch = s_tir.Schedule(tvm.IRModule({"main": func}))
+    ((step, _),) = step_blocks(sch)
+    product, gate = sch.get_sblock("hw_dense"), sch.get_sblock("hw")
+    b, i, k = sch.get_loops(product)[-3:]
+    sch.parallel(sch.fuse(b, i))
+    sch.decompose_reduction(product, k)
+    outer, _ = sch.split(sch.fuse(*sch.get_loops(gate)[-2:]), [4, 8])
+    sch.parallel(outer)
+    assert make_persistent(sch, step, 2) is None
+    scheduled = sch.mod["main"]
+    (scan,) = scan_tir.find_scans(scheduled)
+    assert PERSISTENT in scan.loop.annotations
+    assert [int(nest.extent) for nest in step_nests(scan.step)] == [32, 4, 32, 32]
+    (why,) = verdicts(scheduled)
+    assert "differ in extent" in why
+    got, ref = outputs(workload, build(scheduled, target), workload.input_arrays(seed=5))
+    assert_close(got, ref)

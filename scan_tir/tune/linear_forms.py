@@ -82,17 +82,18 @@ def tune_forms(
     *,
     target: Target | None = None,
     chunks: Sequence[int] = DEFAULT_CHUNKS,
+    options: LoweringOptions | None = None,
     weights: Sequence[str] = (),
     population: int = 512,
 ) -> FormsResult:
     """Tune every form of ``tensors`` (:func:`linear_forms`) for ``trials`` trials each, in
     ``work_dir/<form>``, and keep the fastest. Records already there count, as for
-    :func:`scan_tir.tune.tune`; ``weights``: see :func:`linear_forms`."""
+    :func:`scan_tir.tune.tune`; ``options``, ``weights``: see :func:`linear_forms`."""
     target = target or default_target()
     work_dir = Path(work_dir)
     latency: dict[str, float] = {}
     scheduled: dict[str, tirx.PrimFunc] = {}
-    for label, func in linear_forms(tensors, chunks, weights=weights).items():
+    for label, func in linear_forms(tensors, chunks, options, weights).items():
         mod = tvm.IRModule({"main": func})
         where = work_dir / label.replace(" ", "_")
         have = records_of(where, mod)
