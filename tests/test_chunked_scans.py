@@ -14,7 +14,8 @@ wrong chunk boundary or carry is off by O(M). M, the scale, is |b| / (1 - |a|) a
 the inputs keep |a| <= 1, as Mamba's exp(delta * A) with A < 0 does. The zoo's selective
 scan has no state output to measure M on; its y, a decaying recurrence contracted with C,
 keeps the project's float32-vs-float64 tolerance (util.RTOL, ATOL), as the sequential
-lowering does at every length.
+lowering does at every length. A decay product flushed to zero below the smallest normal
+number (chunked_scans.py) moves a state by less than FLT_MIN * M, far inside the bound.
 """
 
 from __future__ import annotations
@@ -187,6 +188,22 @@ def test_static_length(n, chunk):
     (got,) = run(compile_func(func), inputs, [(n + 1, *SHAPE)])
     scale = scale_of(ref, inputs[1])
     np.testing.assert_allclose(got, ref, rtol=0, atol=bound(n, chunk, scale))
+
+
+def test_a_decay_product_that_underflows_is_flushed_to_zero():
+    """a in (0, 0.01]: every 16-step product is far below float32's smallest normal. The
+    chunk-local pass stores it as zero, not as a subnormal number (which x86 computes with
+    many times slower), and the result stays within the bound: what a flushed product
+    would add is below FLT_MIN times the carry."""
+    n, chunk = 256, 16
+    func = scan_tir.create_prim_func(chunked(linear(n), chunk))
+    a, b, h0 = linear_inputs(n, seed=3)
+    a = (0.01 * (1 - a) * 10).astype("float32")
+    ref = linear_reference(a, b, h0)
+    (got,) = run(compile_func(func), [a, b, h0], [(n + 1, *SHAPE)])
+    np.testing.assert_allclose(got, ref, rtol=0, atol=bound(n, chunk, scale_of(ref, b)))
+    (local,) = [s for s in scan_tir.find_scans(func) if s.name == "linear_chunk_local"]
+    assert "T.Select(T.fabs(" in local.step.script()
 
 
 def zoo_symbolic(name: str, sizes: dict, chunk: int | None):

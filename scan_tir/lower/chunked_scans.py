@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from tvm import te, tirx
 from tvm.ir import Range
 from tvm.sym import Analyzer
@@ -224,11 +225,19 @@ class _Chunker:
         """``hl[j] = A * hl[j-1] + B`` (what chunk c adds to its state from zero) and
         ``P[j] = A * P[j-1]`` (how it scales the state it starts from): one compute with two
         outputs, lowered to one loop nest, where the compiler can share A (an exp, in a
-        selective scan) between them."""
+        selective scan) between them. ``P`` is flushed to zero once it falls below the
+        dtype's smallest normal number: a decaying recurrence's products underflow within
+        a chunk (a selective scan's, over 64 steps, mostly do), and arithmetic on subnormal
+        numbers runs many times slower on x86; what a flushed product would add to a state
+        is below that state's float resolution unless the state is itself near the
+        smallest normal."""
+        tiny = tirx.const(float(np.finfo(str(hl.dtype)).tiny), hl.dtype)
+        zero = tirx.const(0.0, hl.dtype)
 
         def update(j, c, *i):
             a, b = self.coefficients(ls, j, c, i)
-            return [a * hl[(j - 1, c, *i)] + b, a * decay[(j - 1, c, *i)]]
+            p = a * decay[(j - 1, c, *i)]
+            return [a * hl[(j - 1, c, *i)] + b, tirx.Select(tirx.abs(p) < tiny, zero, p)]
 
         return update
 
