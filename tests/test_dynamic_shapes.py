@@ -47,7 +47,7 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     assert 1 <= len(result.kernels) <= 2 and 1 <= result.candidates <= 2
     assert set(result.table.values()) <= set(range(len(result.kernels)))
     # each kernel generic, and fixed at every listed batch it serves
-    fixed = {(k, batch) for (batch, _), k in result.table.items()}
+    fixed = {(k, (batch,)) for (batch, _), k in result.table.items()}  # as unfixed keys them
     assert len(find_scans(result.func)) == len(result.kernels) + len(fixed - result.unfixed)
     lib = compile_func(result.func)
     for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
