@@ -117,14 +117,12 @@ def measure(name: str, w: workloads.Workload, args: argparse.Namespace) -> dict:
     ref = w.numpy(inputs)
     threads = int(target().attrs.get("num-cores", 2))
     safe = name.replace(":", "_").replace(",", "_").replace("=", "")
-    weights = w.recurrence.layout_free
-    weights = weights(**w.sizes) if callable(weights) else weights
     forms = tune_forms(
         w.tensors(),
         args.work_dir / safe,
         args.trials,
         chunks=args.chunks,
-        weights=weights,
+        weights=w.weights(),
         population=args.population,
     )
     if args.tune_only:

@@ -234,10 +234,9 @@ def _tune_forms(args: argparse.Namespace, workload) -> int:
     if all(problems):
         print(f"{workload.name}: no scan is linear in its state ({'; '.join(problems)}); "
               "tuning the sequential form only")
-    weights = workload.recurrence.layout_free
-    weights = weights(**workload.sizes) if callable(weights) else weights
     forms = tune_forms(tensors, args.work_dir, args.trials, chunks=args.chunks,
-                       options=workload.options, weights=weights, population=args.population)
+                       options=workload.options, weights=workload.weights(),
+                       population=args.population)
     for form, ms in forms.latency_ms.items():
         where = args.work_dir / form.replace(" ", "_")
         print(f"{workload.name} [{form}]: best {_ms(ms)} ms ({where})")

@@ -99,12 +99,14 @@ class Workload:
         ``options`` replaces the workload's own."""
         options = options if options is not None else self.options
         func = create_prim_func(self.tensors(), options=options)
-        weights = self.recurrence.layout_free
-        if callable(weights):
-            weights = weights(**self.sizes)
-        if weights:
-            func = layout_free(func, weights)
+        if self.weights():
+            func = layout_free(func, self.weights())
         return func.with_attr(WORKLOAD_ATTR, self.to_json(options))
+
+    def weights(self) -> list[str]:
+        """The parameters marked layout-free, at this workload's sizes."""
+        weights = self.recurrence.layout_free
+        return list(weights(**self.sizes) if callable(weights) else weights)
 
     def symbolic_func(self, names: Sequence[str]) -> tirx.PrimFunc:
         """The function lowered with the named sizes symbolic (a ``te.var`` each) and the
