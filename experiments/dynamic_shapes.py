@@ -6,7 +6,8 @@ A zoo recurrence (``--workload``: topi's LSTM by default, or the GRU of config E
 
 - dynamic: :func:`scan_tir.tune.dynamic` over the grid (tuned at every listed batch at
   the shortest length, or at the corners with the length alone symbolic, each with its
-  share of ``--trials``; candidates timed at the two shortest lengths and predicted at
+  share of ``--trials``; the best ``--candidates`` of each timed at the two shortest lengths
+  of their batch and the ``--reach`` nearest listed batches, and predicted at
   the others, unless ``--time-everywhere``; at most ``--kernels`` chosen, one function
   dispatching by shape);
 - single: today's way, the function tuned at one shape (``--single-at``, ``--trials``)
@@ -64,6 +65,10 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=64, help="budget of dynamic and of single")
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--kernels", type=int, default=4)
+    p.add_argument("--candidates", type=int, default=2, help="best records per batch timed")
+    p.add_argument("--reach", type=int, default=1,
+                   help="listed batches on either side of its own a candidate is timed at "
+                        "(-1: all)")
     p.add_argument("--time-everywhere", action="store_true")
     p.add_argument("--baselines", action="store_true", help="PyTorch and onnxruntime too")
     p.add_argument("--rounds", type=int, default=3)
@@ -102,10 +107,11 @@ def main() -> None:
         t = time.perf_counter()
         r = dynamic(func, args.work_dir / "dynamic", grid, trials=args.trials,
                     population=args.population, kernels=args.kernels,
+                    candidates=args.candidates, reach=None if args.reach < 0 else args.reach,
                     predict=not args.time_everywhere)
         return build(r.func), {
             "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
-            "candidates": r.candidates, "skipped": r.skipped,
+            "candidates": r.candidates, "skipped": r.skipped, "phases_s": r.seconds,
             "table": {key(i): k for i, k in r.table.items()},
             "latency_ms": {key(i): v for i, v in r.latency_ms.items()},
             "predicted_ms": {key(i): v for i, v in r.predicted_ms.items()},
@@ -187,7 +193,9 @@ def main() -> None:
           f"dynamic and for single, {args.per_instance_trials} per probe; "
           f"population {args.population}; "
           f"tuning and choosing took " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
-          + f"; dynamic: {facts['dynamic']['candidates']} candidates, "
+          + " (dynamic's phases: " + ", ".join(
+              f"{k} {v:.0f} s" for k, v in facts["dynamic"]["phases_s"].items())
+          + f"); dynamic: {facts['dynamic']['candidates']} candidates, "
           f"{facts['dynamic']['kernels']} kernels, "
           + ("timed everywhere." if args.time_everywhere else "predicted at long lengths."))
     print(markdown_table(

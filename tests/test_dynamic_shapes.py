@@ -60,6 +60,21 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
 
 
 @pytest.mark.slow
+def test_a_batch_no_candidate_was_timed_at_gets_the_chosen_timed_there(tuned_dir):
+    """With ``reach=0`` the candidates tuned at batch 4 are built and timed at batch 4
+    only; batch 1 has no figure until the chosen kernels are timed there (without that
+    the choice fails: no candidate at batch 1). Right at both batches."""
+    result = tune(tuned_dir, reach=0)
+    assert {batch for batch, _ in result.table} == {1, 4}
+    assert all(result.latency_ms[i] < float("inf") for i in result.table)
+    lib = compile_func(result.func)
+    for batch, seq in [(1, 4), (1, 33), (4, 32)]:
+        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
+        got, want = outputs(case, lib, case.input_arrays())
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
 def test_a_body_that_does_not_build_fixed_at_a_batch_is_served_generic_there(
     tuned_dir, monkeypatch
 ):
@@ -112,6 +127,32 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_where_no_record_replays_generic_the_untuned_function_serves_off_the_grid(
+    tuned_dir, monkeypatch
+):
+    """Every record made to refuse the symbolic batch (as a fusion tuned at one batch
+    may): the records serve their own batch, the untuned function every other shape."""
+    real, fixed_next = dyn.replay_sized, []
+
+    def refuses_a_symbolic_batch(trace, func):
+        if not fixed_next:  # a record's first replay is on the symbolic function
+            fixed_next.append(True)
+            raise ValueError("Merge loop's `extent` must be same")
+        fixed_next.clear()  # then on its body fixed at its batch
+        return real(trace, func)
+
+    monkeypatch.setattr(dyn, "replay_sized", refuses_a_symbolic_batch)
+    result = tune(tuned_dir)
+    assert result.skipped[-1].startswith("no tuned record replays on the symbolic function")
+    assert any("batch" in str(k.body) for k in result.kernels)  # the untuned one
+    lib = compile_func(result.func)
+    for batch, seq in [(1, 1), (2, 5), (4, 32), (6, 40)]:
+        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
+        got, want = outputs(case, lib, case.input_arrays())
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
 def test_a_kernel_far_slower_than_the_best_is_timed_once():
     """Timing races: one long run far slower than the best at an instance is the kernel's
     figure there; a run near the best, or one too short to trust, is timed in full."""
@@ -144,7 +185,7 @@ def test_a_kernel_wrong_at_one_instance_is_not_used_there():
 
     class Bench:
         def right(self, kernel, instance):
-            return not (kernel.where == "fast" and instance == large)
+            return 0.0 if kernel.where == "fast" and instance == large else 1.0
 
     pool = [
         dyn._Kernel(None, object(), "fast", {small: 1.0, large: 1.0}),
@@ -225,6 +266,11 @@ def test_shapes_off_the_grid_fall_back_on_the_fastest_generic_build():
 
     class Bench:
         step = [0]
+        wrong = set()
+
+        def right(self, kernel, instance, generic):
+            assert generic
+            return 0.0 if (kernel.where, instance) in self.wrong else 1.0
 
         def time(self, kernel, instance, best, generic):
             assert generic
@@ -238,5 +284,81 @@ def test_shapes_off_the_grid_fall_back_on_the_fastest_generic_build():
     ]
     fixed_ms = [{small: 1.0, large: 1.0}, {small: 2.0, large: 2.0}, {small: 0.1, large: 0.1}]
     assert dyn._fallbacks(kernels, fixed_ms, [small, large], Bench()) == {small: 0, large: 1}
-    fixed_ms[1][large] = float("inf")  # k1 wrong at the large instance
-    assert dyn._fallbacks(kernels, fixed_ms, [small, large], Bench()) == {small: 0, large: 0}
+    bench = Bench()
+    bench.wrong = {("k1", large)}  # k1's generic build wrong at the large instance
+    assert dyn._fallbacks(kernels, fixed_ms, [small, large], bench) == {small: 0, large: 0}
+    bench.wrong = {("k0", large), ("k1", large)}
+    with pytest.raises(ScanLoweringError, match=r"no generic kernel chosen is right at \(4, 4\)"):
+        dyn._fallbacks(kernels, fixed_ms, [small, large], bench)
+
+
+def test_generic_builds_are_timed_once_per_batch_at_its_shortest_length():
+    """The length only repeats the step: a fallback timed at 2x4 serves 2x64 too."""
+    timed = []
+
+    class Bench:
+        step = [0]
+
+        def right(self, kernel, instance, generic):
+            return 1.0
+
+        def time(self, kernel, instance, best, generic):
+            timed.append((kernel.where, instance))
+            return {"k0": 1.0, "k1": 2.0}[kernel.where]
+
+    grid = [(2, 4), (2, 64), (8, 4), (8, 64)]
+    kernels = [dyn._Kernel(None, object(), w, {}) for w in ("k0", "k1")]
+    figures = [{i: 1.0 for i in grid}, {i: 1.0 for i in grid}]
+    assert dyn._fallbacks(kernels, figures, grid, Bench()) == {i: 0 for i in grid}
+    assert sorted(timed) == [("k0", (2, 4)), ("k0", (8, 4)), ("k1", (2, 4)), ("k1", (8, 4))]
+
+
+@pytest.mark.parametrize(
+    "centre, reach, near",
+    [(8, 1, {4, 8, 16}), (1, 1, {1, 2}), (64, 2, {16, 32, 64}), (3, 1, {2, 4}),
+     (8, None, {1, 2, 4, 8, 16, 32, 64})],
+)
+def test_a_candidate_is_timed_at_the_batches_near_its_own(centre, reach, near):
+    assert dyn._near([64, 1, 2, 4, 8, 16, 32], centre, reach) == near
+
+
+def test_the_choice_covers_every_instance_before_it_saves_time():
+    """Figures exist only near a kernel's own batch (inf elsewhere): the kernel that
+    covers most comes first, then the one that covers the rest, however slow, and only
+    then one that only saves time."""
+    grid = [(1,), (2,), (4,), (8,)]
+    inf = float("inf")
+    timed = [
+        (None, {(1,): 1.0, (2,): 1.0, (4,): inf, (8,): inf}),
+        (None, {(1,): 9.0, (2,): 9.0, (4,): 9.0, (8,): inf}),
+        (None, {(1,): inf, (2,): inf, (4,): 5.0, (8,): 5.0}),
+    ]
+    weights = {i: 1.0 for i in grid}
+    assert dyn._choose(timed, grid, weights, 1) == [1]
+    assert dyn._choose(timed, grid, weights, 2) == [1, 2]
+    assert dyn._choose(timed, grid, weights, 3) == [1, 2, 0]
+    assert dyn._choose(timed[:1], grid, weights, 2) == [0]  # 4 and 8 stay uncovered
+
+
+def test_uncovered_instances_are_timed_and_long_checks_count_as_figures():
+    """The chosen kernel has no figure at batch 8: ``widen`` gives it one, and the choice
+    is made again. A checking run of RACE_MS or more replaces the prediction."""
+    near, far = (1, 16), (8, 1024)
+
+    class Bench:
+        def right(self, kernel, instance):
+            return 2 * dyn.RACE_MS if instance == far else 1.0
+
+    kernel = dyn._Kernel(None, object(), "k", {near: 1.0, far: float("inf")})
+    kernel.predicted = dict(kernel.estimate)
+    widened = []
+
+    def widen(chosen, uncovered):
+        widened.append(uncovered)
+        kernel.estimate[far] = 50.0  # the model's, off the short lengths
+        return True
+
+    chosen = dyn._checked_choice([kernel], [near, far], {near: 1, far: 1}, 1, Bench(), [], widen)
+    assert chosen == [0] and widened == [[far]]
+    assert kernel.estimate[far] == kernel.measured[far] == 2 * dyn.RACE_MS
+    assert near not in kernel.measured  # too short to trust one run

@@ -9,22 +9,28 @@ the step's sizes at the shortest length (cheap to measure; the grid's corners wh
 size shapes the step), each with its share of the budget; the best records of each are
 replayed on the symbolic function (:func:`~scan_tir.tune.symbolic.replay_sized`, which
 keeps tile shapes and pads the hoisted product) and built, generic and with the body
-fixed at each listed value of the step's sizes (:func:`specialize_body`: a symbolic batch
-costs the step its constant bounds and vector code). Each is timed at the two shortest
+fixed at the step sizes near the ones it was tuned at (:func:`specialize_body`: a
+symbolic batch costs the step its constant bounds and vector code; a schedule tuned at
+batch 1 is a poor one at 64, so it is not built there). Each is timed at the two shortest
 lengths and its latency at longer ones predicted (:mod:`~scan_tir.tune.instance_cost`:
-affine in the length padded to its tiles), so a candidate costs two timings per step
-size, not one per instance; at most ``kernels`` are chosen greedily by weighted latency,
-then checked at every instance and timed there, and the table of which kernel serves
-which instance comes from those timings. Timing races: a kernel whose one long run at an
-instance is already far slower than the best there is not timed further there.
+affine in the length padded to its tiles), so a candidate costs a build and two short
+timings per nearby step size, not one per instance: the builds and the long instances'
+runs were what made choosing cost more than tuning. At most ``kernels`` are chosen
+greedily by weighted latency (a step size none of them was timed at gets them timed
+there); each is then checked at every instance, and a checking run long enough to trust
+(``RACE_MS``) replaces the prediction there, so the table of which kernel serves which
+instance rests on measurements at long lengths too. Timing races: a kernel whose one long
+run at an instance is already far slower than the best there is not timed further there.
 :func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
 value of the step's sizes, the body fixed there; elsewhere the generic kernel of the
 instance the shape rounds up to, the one whose generic build was fastest there.
 
 A record that fails to replay, to build or to compute right where it was timed is
 skipped with its reason logged (a body that does not build fixed at a step size is
-served there by its generic build); a chosen kernel wrong at some instance is not used there
-(the choice is made again without it there), never a wrong result. A symbolic batch is
+served there by its generic build; where no record replays on the symbolic function, the
+untuned function is the generic kernel, so shapes off the grid are still served); a
+chosen kernel wrong at some instance is not used there (the choice is made again without
+it there), never a wrong result. A symbolic batch is
 served as a symbolic length is: the step's tiles over batch keep their tuned shape, the
 last one guarded by a predicate (``scan_tir.transform.tile_buffers`` sizes its buffers,
 which TVM 0.27 does not).
@@ -32,11 +38,12 @@ which TVM 0.27 does not).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,9 +80,14 @@ class Dynamic:
     names: list[str]  # the sizes, in the order of every instance tuple
     kernels: list[tirx.PrimFunc]  # the chosen schedules, replayed on the symbolic function
     table: dict[Instance, int]  # instance -> index into kernels
-    latency_ms: dict[Instance, float]  # the chosen kernel's median at each instance
-    predicted_ms: dict[Instance, float]  # what the choice expected of it there
-    candidates: int  # kernels that replayed, built and were right where timed
+    # the serving kernel's figure at each instance: its median where timed, one checking
+    # run where that run took RACE_MS or more, else the model's
+    latency_ms: dict[Instance, float]
+    predicted_ms: dict[Instance, float]  # the model's figure for it there
+    candidates: int  # tuned records that replayed, built and were right where timed
+    # wall time of each phase (tune, candidates, choice, fallbacks, dispatch), and of
+    # the untuned function's runs among them (the checks' reference outputs)
+    seconds: dict[str, float]
     skipped: list[str] = field(default_factory=list)  # why a record was not used (where)
     # (kernel, step sizes) served by the kernel's generic body: its body fixed there
     # does not build (a persistent launch whose parallel loop the fixed size removes)
@@ -88,6 +100,7 @@ class _Kernel:
     lib: tvm.runtime.Module | None  # its generic build, for shapes off the grid
     where: str
     estimate: dict[Instance, float]  # ms, measured or predicted; inf where it is wrong
+    predicted: dict[Instance, float] = field(default_factory=dict)  # the model's, as fitted
     measured: dict[Instance, float] = field(default_factory=dict)
     checked: set = field(default_factory=set)
     fixed: dict[Instance, tvm.runtime.Module] = field(default_factory=dict)  # step sizes -> lib
@@ -103,7 +116,8 @@ def dynamic(
     weights: Mapping[Instance, float] | None = None,
     trials: int = 64,
     kernels: int = 4,
-    candidates: int = 4,
+    candidates: int = 2,
+    reach: int | None = 1,
     representatives: Sequence[Instance] | None = None,
     predict: bool = True,
     target: Target | None = None,
@@ -123,6 +137,9 @@ def dynamic(
         At most this many schedules in the dispatching function.
     candidates
         Best records of each representative replayed and timed.
+    reach
+        A candidate is built and timed at the listed values of the step's sizes at most
+        this many places from its representative's, on either side (None: at all).
     representatives
         Instances tuned at; default every listed value of the step's sizes at the
         shortest length (the grid's corners where no size shapes the step).
@@ -144,6 +161,7 @@ def dynamic(
         if representatives is not None
         else _representatives(instances, names, step)
     )
+    clock = _Clock()
     main = func.with_attr("global_symbol", "main")  # as MetaSchedule's builder and runner call it
     tasks = {_task_name(names, r): specialize(main, dict(zip(names, r))) for r in reps}
     for i, (name, task) in enumerate(tasks.items()):  # each its share of the budget
@@ -159,6 +177,7 @@ def dynamic(
                 label=f"dynamic {name}",
                 population=population,
             )
+    clock.lap("tune")
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
 
     timed_at = _timed_at(instances, names, step) if predict else grid
@@ -171,6 +190,7 @@ def dynamic(
         task_mod = tvm.IRModule({"main": task})
         records = database.get_top_k(database.commit_workload(task_mod), candidates)
         at = {names[k]: rep[k] for k in step}
+        near = [_near(instances[names[k]], rep[k], reach) for k in step]
         for rank, record in enumerate(records):
             where = f"{name} #{rank}"
             kernel = _replayed(record, func, expected, target, where, at)
@@ -182,7 +202,12 @@ def dynamic(
                 skipped.append(f"{where}: serves {at} only ({kernel.where})")
                 log(f"dynamic: {where} serves {at} only ({kernel.where})")
                 kernel.where = where
-            serves = [i for i in timed_at if kernel.only in (None, tuple(i[k] for k in step))]
+            serves = [
+                i
+                for i in timed_at
+                if kernel.only in (None, tuple(i[k] for k in step))
+                and all(i[k] in values for k, values in zip(step, near))
+            ]
             off_grid = tuple(v + 1 for v in grid[0])  # the generic build, checked once
             try:
                 generic_wrong = kernel.lib is not None and not bench.right(kernel, off_grid, True)
@@ -198,6 +223,7 @@ def dynamic(
                 continue
             kernel.measured = {i: bench.time(kernel, i, _best(pool, i)) for i in serves}
             kernel.estimate = _estimates(kernel, grid, step, sizes)
+            kernel.predicted = dict(kernel.estimate)
             pool.append(kernel)
             log(f"dynamic: candidate {len(pool)} ({where}) timed at {len(serves)} instances")
     if not pool:
@@ -209,36 +235,64 @@ def dynamic(
                 "tuning log says why its candidates failed)"
             )
         )
-    if all(p.lib is None for p in pool):
-        raise ScanLoweringError(
-            "dynamic: no tuned record replays on the symbolic function, so no kernel serves "
-            "shapes off the grid: " + "; ".join(skipped)
-        )
-    chosen = _checked_choice(pool, grid, weights, kernels, bench, skipped)
-    for i in grid:  # the table comes from measurements, not from the model
-        for c in sorted(chosen, key=lambda c: pool[c].estimate[i]):  # the likely best first
-            if i not in pool[c].measured and pool[c].estimate[i] != math.inf:
-                pool[c].measured[i] = bench.time(pool[c], i, _best(pool, i))
-    measured = [{i: pool[c].measured.get(i, math.inf) for i in grid} for c in chosen]
-    table = {i: min(range(len(chosen)), key=lambda k: measured[k][i]) for i in grid}
-    latency = {i: measured[table[i]][i] for i in grid}
-    predicted = {i: pool[chosen[table[i]]].estimate[i] for i in grid}
-    anywhere = _fallbacks([pool[c] for c in chosen], measured, grid, bench)
-    wrong = [i for i in grid if measured[anywhere[i]][i] == math.inf]
-    if wrong:  # shapes off the grid near them would have no right kernel
-        raise ScanLoweringError(
-            f"dynamic: no generic kernel chosen is right at {wrong[:3]}: " + "; ".join(skipped)
-        )
+    tuned = len(pool)
+    if all(p.lib is None for p in pool):  # shapes off the grid still need a kernel
+        why = "no tuned record replays on the symbolic function: the untuned one serves"
+        skipped.append(why)
+        log(f"dynamic: {why}")
+        untuned = _Kernel(func, bench.reference, "untuned", {})
+        untuned.measured = {i: bench.time(untuned, i, _best(pool, i)) for i in timed_at}
+        untuned.estimate = _estimates(untuned, grid, step, sizes)
+        untuned.predicted = dict(untuned.estimate)
+        pool.append(untuned)
+    clock.lap("candidates")
+
+    def widen(chosen: list[int], uncovered: list[Instance]) -> bool:
+        """Time the chosen kernels at the step sizes of ``uncovered``; whether any was."""
+        more = {tuple(i[k] for k in step) for i in uncovered}
+        timed = False
+        for c in chosen:
+            kernel = pool[c]
+            for i in timed_at:
+                if i in kernel.measured or tuple(i[k] for k in step) not in more:
+                    continue
+                if kernel.only not in (None, tuple(i[k] for k in step)):
+                    continue
+                if bench.right(kernel, i):
+                    kernel.measured[i] = bench.time(kernel, i, _best(pool, i))
+                else:
+                    kernel.measured[i] = math.inf
+                    skipped.append(f"{kernel.where}: wrong result at {i}, not used there")
+                timed = True
+            kernel.estimate = _estimates(kernel, grid, step, sizes)
+            for i in grid:  # the model's where it had none (earlier figures stay)
+                if kernel.predicted.get(i, math.inf) == math.inf:
+                    kernel.predicted[i] = kernel.estimate[i]
+        return timed
+
+    chosen = _checked_choice(pool, grid, weights, kernels, bench, skipped, widen)
+    clock.lap("choice")
+    figures = [pool[c].estimate for c in chosen]
+    table = {i: min(range(len(chosen)), key=lambda k: figures[k][i]) for i in grid}
+    latency = {i: figures[table[i]][i] for i in grid}
+    predicted = {i: pool[chosen[table[i]]].predicted[i] for i in grid}
+    anywhere = _fallbacks([pool[c] for c in chosen], figures, grid, bench)
+    clock.lap("fallbacks")
     picked = [pool[c].func for c in chosen]
     unfixed = {(k, u) for k, c in enumerate(chosen) for u in pool[c].unfixed}
+    dispatching = _dispatching(func, names, step, instances, picked, table, anywhere, unfixed)
+    clock.lap("dispatch")
+    clock.seconds["of which the untuned reference"] = bench.reference_s
+    log("dynamic: " + ", ".join(f"{k} {v:.0f} s" for k, v in clock.seconds.items()))
     return Dynamic(
-        _dispatching(func, names, step, instances, picked, table, anywhere, unfixed),
+        dispatching,
         names,
         picked,
         table,
         latency,
         predicted,
-        len(pool),
+        tuned,
+        clock.seconds,
         skipped,
         unfixed,
     )
@@ -293,9 +347,14 @@ def _checked_choice(
     k: int,
     bench: _Bench,
     skipped: list[str],
+    widen: Callable[[list[int], list[Instance]], bool] | None = None,
 ) -> list[int]:
     """Choose by the estimates, check the chosen kernels at every instance, and choose
-    again without a kernel where it is wrong, until every instance has a right one."""
+    again without a kernel where it is wrong, until every instance has a right one.
+    Where the chosen cover no kernel at some instances, ``widen`` may time them there
+    (it says whether it timed any). A checking run of ``RACE_MS`` or more is the
+    kernel's figure where it was not timed: the model's extrapolation to long lengths
+    misses their cache effects."""
     while True:
         timed = [(p.func, p.estimate) for p in pool]
         chosen = _choose(timed, grid, weights, k, [p.lib is not None for p in pool])
@@ -304,16 +363,21 @@ def _checked_choice(
             for i in grid:
                 if i in pool[c].checked or pool[c].estimate[i] == math.inf:
                     continue
-                if bench.right(pool[c], i):
+                ran = bench.right(pool[c], i)
+                if ran:
                     pool[c].checked.add(i)
+                    if i not in pool[c].measured and ran >= RACE_MS:
+                        pool[c].measured[i] = pool[c].estimate[i] = ran
                     continue
-                pool[c].estimate[i] = math.inf
+                pool[c].estimate[i] = pool[c].measured[i] = math.inf
                 skipped.append(f"{pool[c].where}: wrong result at {i}, not used there")
                 log(f"dynamic: {pool[c].where} is wrong at {i}; not used there")
                 changed = True
         if changed:
             continue
         uncovered = [i for i in grid if min(pool[c].estimate[i] for c in chosen) == math.inf]
+        if uncovered and widen is not None and widen(chosen, uncovered):
+            continue
         if uncovered:
             raise ScanLoweringError(
                 f"dynamic: no candidate is right at {uncovered[:3]}: " + "; ".join(skipped)
@@ -369,6 +433,16 @@ def _representatives(
     return list(itertools.product(*values))
 
 
+def _near(values: Sequence[int], centre: int, reach: int | None) -> set[int]:
+    """The listed ``values`` at most ``reach`` places from ``centre`` on either side
+    (``centre`` itself where listed); all of them where ``reach`` is None."""
+    ordered = sorted(set(values))
+    if reach is None:
+        return set(ordered)
+    lo, hi = bisect.bisect_left(ordered, centre), bisect.bisect_right(ordered, centre)
+    return set(ordered[max(0, lo - reach) : hi + reach])
+
+
 def _timed_at(
     instances: Mapping[str, Sequence[int]], names: list[str], step: list[int]
 ) -> list[Instance]:
@@ -387,13 +461,15 @@ def _timed_at(
 def _estimates(
     kernel: _Kernel, grid: list[Instance], step: list[int], sizes: list[tirx.Var]
 ) -> dict[Instance, float]:
-    """Measured where timed; elsewhere :func:`fit_latency` over the lengths, fitted on
-    the timings at the same values of the step's sizes (or on all, where none shapes the
-    step)."""
+    """Measured where timed (inf where wrong); elsewhere :func:`fit_latency` over the
+    lengths, fitted on the timings at the same values of the step's sizes (or on all,
+    where none shapes the step)."""
     free = [k for k in range(len(sizes)) if k not in step]
     multiples = tile_multiples(kernel.func, [sizes[k] for k in free])
     groups: dict[Instance, dict[Instance, float]] = {}
     for i, ms_ in kernel.measured.items():
+        if ms_ == math.inf:
+            continue
         groups.setdefault(tuple(i[k] for k in step), {})[tuple(i[k] for k in free)] = ms_
     models = {g: fit_latency(timed, multiples) for g, timed in groups.items() if free}
     estimate = {}
@@ -430,6 +506,7 @@ class _Bench:
         written = _written(func)
         self.outputs = [k for k, p in enumerate(func.params) if any(p.same_as(w) for w in written)]
         self.cases: dict[Instance, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+        self.reference_s = 0.0  # spent running the untuned function for the checks
 
     def case(self, instance: Instance) -> tuple[list[np.ndarray], list[np.ndarray]]:
         if instance not in self.cases:
@@ -437,7 +514,9 @@ class _Bench:
             shapes = [(tuple(int(d) for d in p.ty.shape), str(p.ty.dtype)) for p in fixed.params]
             rng = np.random.default_rng(0)
             args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
+            start = time.perf_counter()
             got = numerics.call(self.reference, args)
+            self.reference_s += time.perf_counter() - start
             self.cases[instance] = (args, [got[k] for k in self.outputs])
         return self.cases[instance]
 
@@ -462,13 +541,21 @@ class _Bench:
                 kernel.fixed[key] = kernel.lib
         return kernel.fixed[key]
 
-    def right(self, kernel: _Kernel, instance: Instance, generic: bool = False) -> bool:
+    def right(self, kernel: _Kernel, instance: Instance, generic: bool = False) -> float:
+        """The checking run's ms (one call, its inputs fresh in memory), or 0.0 where
+        the result is wrong."""
+        lib = kernel.lib if generic else self.lib(kernel, instance)
         args, expected = self.case(instance)
-        got = numerics.call(kernel.lib if generic else self.lib(kernel, instance), args)
-        return all(
+        tensors = [tvm.runtime.tensor(a.copy()) for a in args]
+        start = time.perf_counter()
+        lib["main"](*tensors)
+        ran = max((time.perf_counter() - start) * 1e3, 1e-6)
+        got = [t.numpy() for t in tensors]
+        right = all(
             np.allclose(got[k], want, rtol=1e-4, atol=1e-4)
             for k, want in zip(self.outputs, expected)
         )
+        return ran if right else 0.0
 
     def time(
         self, kernel: _Kernel, instance: Instance, best: float = math.inf, generic: bool = False
@@ -490,28 +577,44 @@ class _Bench:
 
 
 def _fallbacks(
-    kernels: list[_Kernel], measured: list[dict[Instance, float]], grid: list[Instance], bench
+    kernels: list[_Kernel], figures: list[dict[Instance, float]], grid: list[Instance], bench
 ) -> dict[Instance, int]:
     """For each instance, the kernel whose generic build is fastest there: it serves the
     shapes off the grid that round up to the instance. Where the step's sizes are
     symbolic, the generic build is another program than the body fixed at the
     instance (a symbolic batch costs the step its constant bounds and vector code), so
-    it is timed itself; a kernel wrong at the instance is not considered there."""
+    it is checked and timed itself, at the shortest listed length of the instance's step
+    sizes (the length only repeats the step); elsewhere it is the kernel, and one wrong
+    at the instance is not considered there."""
     generic = [k for k, kernel in enumerate(kernels) if kernel.lib is not None]
+    shortest: dict[Instance, Instance] = {}  # step sizes -> their instance timed
+    for i in sorted(grid):
+        shortest.setdefault(tuple(i[s] for s in bench.step), i)
+    times: dict[Instance, dict[int, float]] = {}
     out: dict[Instance, int] = {}
     for i in grid:
-        right = [k for k in generic if measured[k][i] != math.inf] or generic
-        if len(right) == 1 or not bench.step:
-            out[i] = min(right, key=lambda k: measured[k][i])
+        if not bench.step:
+            right = [k for k in generic if figures[k][i] != math.inf]
+            if not right:
+                raise ScanLoweringError(f"dynamic: no generic kernel chosen is right at {i}")
+            out[i] = min(right, key=lambda k: figures[k][i])
             continue
-        times: dict[int, float] = {}
-        for k in sorted(right, key=lambda k: measured[k][i]):
-            times[k] = bench.time(kernels[k], i, min(times.values(), default=math.inf), True)
-        out[i] = min(times, key=times.get)
-        log(
-            f"dynamic: generic builds at {i}: "
-            + ", ".join(f"{kernels[k].where} {ms:.3g} ms" for k, ms in times.items())
-        )
+        at = shortest[tuple(i[s] for s in bench.step)]
+        if at not in times:
+            times[at] = {}
+            for k in sorted(generic, key=lambda k: figures[k][at]):
+                if not bench.right(kernels[k], at, True):
+                    log(f"dynamic: {kernels[k].where} is wrong built generic at {at}")
+                    continue
+                best = min(times[at].values(), default=math.inf)
+                times[at][k] = bench.time(kernels[k], at, best, True)
+            log(
+                f"dynamic: generic builds at {at}: "
+                + ", ".join(f"{kernels[k].where} {ms:.3g} ms" for k, ms in times[at].items())
+            )
+        if not times[at]:
+            raise ScanLoweringError(f"dynamic: no generic kernel chosen is right at {at}")
+        out[i] = min(times[at], key=times[at].get)
     return out
 
 
@@ -577,12 +680,16 @@ def _choose(
 ) -> list[int]:
     """Greedy: start from the best single kernel by weighted latency among the
     ``generic`` ones (those that serve every shape; default all), then add the one that
-    lowers the weighted latency of the best-per-instance choice most, while any does."""
+    lowers the weighted latency of the best-per-instance choice most, while any does.
+    Instances no chosen kernel has a figure for (inf) count first: covering one beats
+    any gain in latency."""
     chosen: list[int] = []
     generic = list(generic) if generic is not None else [True] * len(timed)
 
-    def cost(ks: list[int]) -> float:
-        return sum(weights[i] * min(timed[c][1][i] for c in ks) for i in grid)
+    def cost(ks: list[int]) -> tuple[float, float]:
+        best = {i: min(timed[c][1][i] for c in ks) for i in grid}
+        uncovered = sum(1 for i in grid if best[i] == math.inf)
+        return uncovered, sum(weights[i] * best[i] for i in grid if best[i] != math.inf)
 
     while len(chosen) < k:
         rest = [c for c in range(len(timed)) if c not in chosen and (chosen or generic[c])]
@@ -593,6 +700,18 @@ def _choose(
             break
         chosen.append(best)
     return chosen
+
+
+class _Clock:
+    """Wall seconds of each phase, in order."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.start = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase], self.start = now - self.start, now
 
 
 def _last(err: Exception) -> str:
