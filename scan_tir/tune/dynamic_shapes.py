@@ -221,9 +221,7 @@ def dynamic(
                 skipped.append(f"{where}: wrong result at {wrong[0]}")
                 log(f"dynamic: skipped {where}: wrong result at {wrong[0]}")
                 continue
-            kernel.measured = {i: bench.time(kernel, i, _best(pool, i)) for i in serves}
-            kernel.estimate = _estimates(kernel, grid, step, sizes)
-            kernel.predicted = dict(kernel.estimate)
+            _time(kernel, serves, pool, bench, (grid, step, sizes))
             pool.append(kernel)
             log(f"dynamic: candidate {len(pool)} ({where}) timed at {len(serves)} instances")
     if not pool:
@@ -241,9 +239,7 @@ def dynamic(
         skipped.append(why)
         log(f"dynamic: {why}")
         untuned = _Kernel(func, bench.reference, "untuned", {})
-        untuned.measured = {i: bench.time(untuned, i, _best(pool, i)) for i in timed_at}
-        untuned.estimate = _estimates(untuned, grid, step, sizes)
-        untuned.predicted = dict(untuned.estimate)
+        _time(untuned, timed_at, pool, bench, (grid, step, sizes))
         pool.append(untuned)
     clock.lap("candidates")
 
@@ -616,6 +612,14 @@ def _fallbacks(
             raise ScanLoweringError(f"dynamic: no generic kernel chosen is right at {at}")
         out[i] = min(times[at], key=times[at].get)
     return out
+
+
+def _time(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _Bench, model) -> None:
+    """Time ``kernel`` at ``at`` (racing the best in ``pool``) and fit its estimates over
+    the grid (``model``: :func:`_estimates`' grid, step sizes and size variables)."""
+    kernel.measured = {i: bench.time(kernel, i, _best(pool, i)) for i in at}
+    kernel.estimate = _estimates(kernel, *model)
+    kernel.predicted = dict(kernel.estimate)
 
 
 def _best(pool: list[_Kernel], instance: Instance) -> float:
