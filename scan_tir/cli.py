@@ -247,7 +247,7 @@ def _tune_forms(args: argparse.Namespace, workload) -> int:
 def _tune_dynamic(args: argparse.Namespace, workload) -> int:
     import tvm
 
-    from .transform.persistent_launch import PIPELINE
+    from .transform.pipeline import PIPELINE
     from .tune import default_target, dynamic
 
     if args.per_scan or args.rpc:

@@ -9,13 +9,14 @@ import tvm_ffi
 from tvm import s_tir, te
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
-from util import compile_func, outputs
+from util import ATOL, RTOL, compile_func, outputs
 
 import scan_tir
 from scan_tir import scan_space, workloads
 from scan_tir.errors import ScanLoweringError
+from scan_tir.transform import DISPATCHING
 from scan_tir.tune.dispatch import dispatch, nearest_instance
-from scan_tir.tune.symbolic import replay_sized, specialize, specialize_body
+from scan_tir.tune.symbolic import replay_sized, size_vars, specialize, specialize_body
 
 n = te.var("n")
 
@@ -173,3 +174,23 @@ def test_a_body_fixed_at_a_size_keeps_the_symbolic_parameters():
     assert all(a.same_as(b) for a, b in zip(func.params, fixed.params))
     lib = compile_func(dispatch(func, [fixed, plus(2.0)], tvm.tirx.Select(n == 4, 0, 1)))
     assert ran(lib, 4) == 1.0 and ran(lib, 5) == 2.0
+
+
+def test_branches_that_each_allocate_2_to_the_26_floats_are_right():
+    """Bodies fixed at batches 512 and 1024, and the generic one for other batches, each
+    allocate the gates of every step (steps x batch x 4 hidden floats). TVM's
+    StorageRewrite would merge them into one allocation sized with an int32 count of
+    bits, which overflows at 1024 x 1024 x 64 floats: the buffer too short, a wrong result
+    and a corrupt heap. The dispatching function is lowered without that pass."""
+    func = workloads.get("lstm", seq=4, batch=2, input=16, hidden=16).symbolic_func(
+        ["batch", "seq"])
+    batch = size_vars(func)["batch"]
+    bodies = [specialize_body(func, {"batch": b}) for b in (512, 1024)]
+    choice = tvm.tirx.Select(batch == 512, 0, tvm.tirx.Select(batch == 1024, 1, 2))
+    dispatched = dispatch(func, [*bodies, func], choice)
+    assert dispatched.attrs[DISPATCHING]
+    lib = compile_func(dispatched)
+    wl = workloads.get("lstm", seq=1024, batch=1024, input=16, hidden=16)
+    got, want = outputs(wl, lib, wl.input_arrays())
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL)

@@ -9,7 +9,7 @@ import numpy as np
 import tvm
 from tvm import tirx
 
-from scan_tir.transform.persistent_launch import PIPELINE
+from scan_tir.transform.pipeline import PIPELINE
 from scan_tir.tune import default_target
 
 

@@ -18,7 +18,7 @@ from tvm import tirx
 from tvm.target import Target
 from tvm.target.codegen import llvm_get_cpu_features, llvm_get_system_cpu, llvm_get_system_triple
 
-from ..transform.persistent_launch import PIPELINE
+from ..transform.pipeline import PIPELINE
 from ..workloads import Workload
 from .records import TuningDB
 

@@ -32,7 +32,7 @@ from tvm.target import Target
 
 from ..errors import ScanLoweringError
 from ..transform.layout_free import lossy_repacks
-from ..transform.persistent_launch import PIPELINE
+from ..transform.pipeline import PIPELINE
 from ..transform.prepacked import elide_param_copies
 from ..tune.progress import log
 from ..tune.symbolic import apply_best

@@ -25,7 +25,7 @@ from tvm import relax, tirx
 from tvm.target import Target
 
 from ..errors import ScanLoweringError
-from ..transform.persistent_launch import PIPELINE
+from ..transform.pipeline import PIPELINE
 from ..tune.dynamic_shapes import Dynamic
 from ..tune.dynamic_shapes import dynamic as dynamic_kernel
 from ..tune.progress import log

@@ -15,12 +15,14 @@ that ``lower`` never imports ``transform``.
 from .concurrent_lanes import ConcurrentLanes
 from .layout_free import layout_free
 from .padded_rows import pad_rows
-from .persistent_launch import PIPELINE, PersistentLaunch
+from .persistent_launch import PersistentLaunch
+from .pipeline import DISPATCHING, PIPELINE
 from .pipelined_scans import PipelinedScans
 from .prepacked import elide_param_copies, prepacked
 from .tile_buffers import BoundTileBuffers
 
 __all__ = [
+    "DISPATCHING",
     "PIPELINE",
     "BoundTileBuffers",
     "ConcurrentLanes",

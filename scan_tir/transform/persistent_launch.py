@@ -24,17 +24,15 @@ this pass therefore does itself, after the S-TIR pipeline has placed every alloc
 
 So what reaches the codegen is legal by construction, and the barriers separate every
 nest's writes from the next nest's reads, including the last nest of step t from the
-first of step t+1. Builds take this pass through the TIR pipeline :data:`PIPELINE`
-(``ConcurrentLanes``, ``PipelinedScans``, ``BoundTileBuffers``, ``MarkOwnedShares``,
-TVM's S-TIR pipeline, then this pass). A loop ``MarkOwnedShares`` proved channel-parallel
-(every iteration of the nests' common parallel loop reads only what that iteration writes:
-a diagonal recurrence, such as a selective scan) gets no launch point and no barriers: the
-nests' parallel loops become one loop of shares around the time loop, so each share runs
-its channels through the whole sequence, its slice of the state staying in its core's
-L1 from step to step, and the threads never meet until the end.
-A marked loop built with
-TVM's default pipeline runs as an ordinary loop, one launch per parallel nest, with the
-same result.
+first of step t+1. Builds take this pass through the TIR pipeline
+:data:`~scan_tir.transform.pipeline.PIPELINE`, after TVM's S-TIR pipeline. A loop
+``MarkOwnedShares`` proved channel-parallel (every iteration of the nests' common parallel
+loop reads only what that iteration writes: a diagonal recurrence, such as a selective
+scan) gets no launch point and no barriers: the nests' parallel loops become one loop of
+shares around the time loop, so each share runs its channels through the whole sequence,
+its slice of the state staying in its core's L1 from step to step, and the threads never
+meet until the end. A marked loop built with TVM's default pipeline runs as an ordinary
+loop, one launch per parallel nest, with the same result.
 """
 
 from __future__ import annotations
@@ -42,20 +40,12 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 from tvm import tirx
-from tvm.s_tir.pipeline import default_s_tir_pipeline
 from tvm.sym import Analyzer
 from tvm.tirx import stmt as S
-from tvm.tirx.compilation_pipeline import PIPELINE_MAP
 
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import PERSISTENT, is_parallel_loop
-from .concurrent_lanes import ConcurrentLanes
-from .owned_shares import OWNED_SHARES, MarkOwnedShares
-from .pipelined_scans import PipelinedScans
-from .tile_buffers import BoundTileBuffers
-
-#: The TIR pipeline every scan-tir build uses (``tvm.compile(..., tir_pipeline=PIPELINE)``).
-PIPELINE = "scan_tir"
+from .owned_shares import OWNED_SHARES
 
 LAUNCH = "pragma_parallel_launch_point"
 BARRIER = "pragma_parallel_barrier_when_finish"
@@ -216,21 +206,3 @@ def PersistentLaunch(func: tirx.PrimFunc, _mod: tvm.IRModule, _ctx) -> tirx.Prim
         return func
     return func.with_body(_seq(_visit(func.body)))
 
-
-def _pipeline(**kwargs):
-    """``ConcurrentLanes`` and ``PipelinedScans`` on S-TIR, TVM's S-TIR pipeline, then
-    :func:`PersistentLaunch` (before the host passes, which turn allocations into workspace
-    calls)."""
-    lower, host, device = default_s_tir_pipeline(**kwargs)
-    passes = [
-        ConcurrentLanes,
-        PipelinedScans,
-        BoundTileBuffers,
-        MarkOwnedShares,
-        lower,
-        PersistentLaunch,
-    ]
-    return tvm.transform.Sequential(passes), host, device
-
-
-PIPELINE_MAP[PIPELINE] = _pipeline

@@ -13,7 +13,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.target import Target
 
-from ..transform.persistent_launch import PIPELINE
+from ..transform.pipeline import PIPELINE
 from ..transform.prepacked import prepacked
 
 

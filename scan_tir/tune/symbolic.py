@@ -29,7 +29,7 @@ from tvm.target import Target
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, scan_violations
 from ..transform.padded_rows import pad_rows
-from ..transform.persistent_launch import PIPELINE
+from ..transform.pipeline import PIPELINE
 
 _ARITH = (
     prim_expr.Add,
