@@ -115,6 +115,8 @@ def main() -> None:
             "table": {key(i): k for i, k in r.table.items()},
             "latency_ms": {key(i): v for i, v in r.latency_ms.items()},
             "predicted_ms": {key(i): v for i, v in r.predicted_ms.items()},
+            "padded_from": {str(at): start for at, start in r.padded.items()},
+            "chunked": r.chunked,
         }
 
     def tuned_once():  # today's way: one shape tuned, its best schedule replayed
@@ -197,7 +199,12 @@ def main() -> None:
               f"{k} {v:.0f} s" for k, v in facts["dynamic"]["phases_s"].items())
           + f"); dynamic: {facts['dynamic']['candidates']} candidates, "
           f"{facts['dynamic']['kernels']} kernels, "
-          + ("timed everywhere." if args.time_everywhere else "predicted at long lengths."))
+          + ("timed everywhere" if args.time_everywhere else "predicted at long lengths")
+          + "; padded: " + (", ".join(
+              f"{names[0]} {start} to {int(at) - 1} on the bodies of {at}"
+              for at, start in facts["dynamic"].get("padded_from", {}).items()) or "none")
+          + ("; beyond the largest in chunks of it." if facts["dynamic"].get("chunked")
+             else "."))
     print(markdown_table(
         ["instance", "listed", "kernel", "dynamic ms", "predicted", "single ms",
          "per-instance ms", "PyTorch ms", "onnxruntime ms", "dyn / single",

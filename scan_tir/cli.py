@@ -271,6 +271,8 @@ def _tune_dynamic(args: argparse.Namespace, workload) -> int:
         shape = ", ".join(f"{n}={v}" for n, v in zip(result.names, instance))
         print(f"  {shape}: kernel {kernel}, {result.latency_ms[instance]:.4g} ms "
               f"(expected {result.predicted_ms[instance]:.4g})")
+    for at, start in sorted(result.padded.items()):
+        print(f"  step size {start} to {at - 1}: the bodies of {at}, on padded copies")
     if args.out:
         mod = tvm.IRModule({"main": result.func.with_attr("global_symbol", "main")})
         tvm.compile(mod, target=default_target(), tir_pipeline=PIPELINE).export_library(

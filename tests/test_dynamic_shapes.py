@@ -48,9 +48,13 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     assert set(result.predicted_ms) == grid
     assert 1 <= len(result.kernels) <= 2 and 1 <= result.candidates <= 2
     assert set(result.table.values()) <= set(range(len(result.kernels)))
-    # each kernel generic, and fixed at every listed batch it serves
+    # each kernel generic, fixed at every listed batch it serves, padded there where
+    # batches below it run padded, and in chunks of batch 4 where batches beyond it do
     fixed = {(k, (batch,)) for (batch, _), k in result.table.items()}  # as unfixed keys them
-    assert len(find_scans(result.func)) == len(result.kernels) + len(fixed - result.unfixed)
+    padded = {(k, batch) for (batch, _), k in result.table.items() if batch in result.padded}
+    chunked = {k for (batch, _), k in result.table.items() if batch == 4 and result.chunked}
+    assert len(find_scans(result.func)) == (
+        len(result.kernels) + len(fixed - result.unfixed) + len(padded) + len(chunked))
     lib = compile_func(result.func)
     for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
         case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
@@ -283,10 +287,10 @@ def test_shapes_off_the_grid_fall_back_on_the_fastest_generic_build():
         dyn._Kernel(None, None, "fixed only", {small: 0.1, large: 0.1}),
     ]
     fixed_ms = [{small: 1.0, large: 1.0}, {small: 2.0, large: 2.0}, {small: 0.1, large: 0.1}]
-    assert dyn._fallbacks(kernels, fixed_ms, [small, large], Bench()) == {small: 0, large: 1}
+    assert dyn._fallbacks(kernels, fixed_ms, [small, large], Bench())[0] == {small: 0, large: 1}
     bench = Bench()
     bench.wrong = {("k1", large)}  # k1's generic build wrong at the large instance
-    assert dyn._fallbacks(kernels, fixed_ms, [small, large], bench) == {small: 0, large: 0}
+    assert dyn._fallbacks(kernels, fixed_ms, [small, large], bench)[0] == {small: 0, large: 0}
     bench.wrong = {("k0", large), ("k1", large)}
     with pytest.raises(ScanLoweringError, match=r"no generic kernel chosen is right at \(4, 4\)"):
         dyn._fallbacks(kernels, fixed_ms, [small, large], bench)
@@ -309,7 +313,7 @@ def test_generic_builds_are_timed_once_per_batch_at_its_shortest_length():
     grid = [(2, 4), (2, 64), (8, 4), (8, 64)]
     kernels = [dyn._Kernel(None, object(), w, {}) for w in ("k0", "k1")]
     figures = [{i: 1.0 for i in grid}, {i: 1.0 for i in grid}]
-    assert dyn._fallbacks(kernels, figures, grid, Bench()) == {i: 0 for i in grid}
+    assert dyn._fallbacks(kernels, figures, grid, Bench())[0] == {i: 0 for i in grid}
     assert sorted(timed) == [("k0", (2, 4)), ("k0", (8, 4)), ("k1", (2, 4)), ("k1", (8, 4))]
 
 

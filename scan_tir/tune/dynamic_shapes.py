@@ -22,8 +22,11 @@ there); each is then checked at every instance, and a checking run long enough t
 instance rests on measurements at long lengths too. Timing races: a kernel whose one long
 run at an instance is already far slower than the best there is not timed further there.
 :func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
-value of the step's sizes, the body fixed there; elsewhere the generic kernel of the
-instance the shape rounds up to, the one whose generic build was fastest there.
+value of the step's sizes, the body fixed there; at a batch between two listed ones,
+where the body fixed at the next listed batch beats the generic build per row, that body
+on copies padded to its batch (:mod:`~scan_tir.tune.padding`), and beyond the largest in
+chunks of it; elsewhere the generic kernel of the instance the shape rounds up to, the
+one whose generic build was fastest there.
 
 A record that fails to replay, to build or to compute right where it was timed is
 skipped with its reason logged (a body that does not build fixed at a step size is
@@ -50,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import tvm
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
 from tvm.s_tir import meta_schedule as ms
 from tvm.target import Target
 
@@ -59,6 +62,7 @@ from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, find_scans, scan_violations
 from .dispatch import dispatch, nearest_instance
 from .instance_cost import fit_latency, tile_multiples
+from .padding import accesses, padded
 from .progress import log
 from .symbolic import replay_sized, size_vars, specialize, specialize_body
 from .target import default_target
@@ -85,13 +89,16 @@ class Dynamic:
     latency_ms: dict[Instance, float]
     predicted_ms: dict[Instance, float]  # the model's figure for it there
     candidates: int  # tuned records that replayed, built and were right where timed
-    # wall time of each phase (tune, candidates, choice, fallbacks, dispatch), and of
-    # the untuned function's runs among them (the checks' reference outputs)
+    # wall time of each phase (tune, candidates, choice, fallbacks, padding, dispatch), and
+    # of the untuned function's runs among them (the checks' reference outputs)
     seconds: dict[str, float]
     skipped: list[str] = field(default_factory=list)  # why a record was not used (where)
     # (kernel, step sizes) served by the kernel's generic body: its body fixed there
     # does not build (a persistent launch whose parallel loop the fixed size removes)
     unfixed: set[tuple[int, Instance]] = field(default_factory=set)
+    # listed batch -> the smallest batch below it that runs its bodies on padded copies
+    padded: dict[int, int] = field(default_factory=dict)
+    chunked: bool = False  # batches beyond the largest listed run in chunks of it
 
 
 @dataclass
@@ -272,11 +279,17 @@ def dynamic(
     table = {i: min(range(len(chosen)), key=lambda k: figures[k][i]) for i in grid}
     latency = {i: figures[table[i]][i] for i in grid}
     predicted = {i: pool[chosen[table[i]]].predicted[i] for i in grid}
-    anywhere = _fallbacks([pool[c] for c in chosen], figures, grid, bench)
+    anywhere, generic_ms = _fallbacks([pool[c] for c in chosen], figures, grid, bench)
     clock.lap("fallbacks")
     picked = [pool[c].func for c in chosen]
     unfixed = {(k, u) for k, c in enumerate(chosen) for u in pool[c].unfixed}
-    dispatching = _dispatching(func, names, step, instances, picked, table, anywhere, unfixed)
+    pads, beyond = _pads(
+        names, step, instances, picked, table, figures, generic_ms, unfixed, bench
+    )
+    clock.lap("padding")
+    dispatching = _dispatching(
+        func, names, step, instances, picked, table, anywhere, unfixed, pads, beyond
+    )
     clock.lap("dispatch")
     clock.seconds["of which the untuned reference"] = bench.reference_s
     log("dynamic: " + ", ".join(f"{k} {v:.0f} s" for k, v in clock.seconds.items()))
@@ -291,6 +304,8 @@ def dynamic(
         clock.seconds,
         skipped,
         unfixed,
+        {at: start + 1 for at, (start, _) in pads.items()},
+        bool(beyond),
     )
 
 
@@ -303,11 +318,15 @@ def _dispatching(
     table: dict[Instance, int],
     anywhere: dict[Instance, int],
     unfixed: set[tuple[int, Instance]],
+    pads: dict[int, tuple[int, dict[int, tirx.PrimFunc]]],
+    beyond: dict[int, tirx.PrimFunc],
 ) -> tirx.PrimFunc:
     """``func`` branching to ``picked`` by ``table``: at listed values of the step's sizes
     to a kernel's body fixed at those values (:func:`specialize_body`; its generic body
-    where ``unfixed`` says so), elsewhere to the generic kernel ``anywhere`` gives the
-    instance the shape rounds up to."""
+    where ``unfixed`` says so); at a batch ``b`` with ``pads[B] = (t, bodies)``, t < b <
+    B, to the padded body of the kernel that serves batch ``B``; beyond the largest listed
+    batch, to ``beyond``'s chunked body of the kernel serving it, where given; elsewhere
+    to the generic kernel ``anywhere`` gives the instance the shape rounds up to."""
     grid = {n: instances[n] for n in names}
     generic = nearest_instance(func, grid, anywhere)
     if not step:
@@ -332,8 +351,114 @@ def _dispatching(
             test = sizes[names[s]] == tirx.IntImm(sizes[names[s]].ty.dtype, v)
             here = test if here is None else tirx.And(here, test)
         listed = here if listed is None else tirx.Or(listed, here)
+    if pads:
+        batch = sizes[names[step[0]]]
+        pad_table, padded_at = {}, {}
+        for i, k in table.items():
+            at = i[step[0]]
+            if at not in pads:
+                pad_table[i] = anywhere[i]  # never taken: no padding below this batch
+                continue
+            if (k, at) not in padded_at:
+                padded_at[(k, at)] = len(bodies)
+                bodies.append(pads[at][1][k])
+            pad_table[i] = padded_at[(k, at)]
+        between = None
+        for at, (below, _) in pads.items():
+            test = tirx.And(batch > below, batch < at)
+            between = test if between is None else tirx.Or(between, test)
+        generic = tirx.Select(between, nearest_instance(func, grid, pad_table), generic)
+    if beyond:
+        batch, top = sizes[names[step[0]]], max(instances[names[step[0]]])
+        chunk_table, chunked_at = {}, {}
+        for i, k in table.items():
+            if i[step[0]] != top:
+                chunk_table[i] = anywhere[i]  # never taken
+                continue
+            if k not in chunked_at:
+                chunked_at[k] = len(bodies)
+                bodies.append(beyond[k])
+            chunk_table[i] = chunked_at[k]
+        above = tirx.IntImm(batch.ty.dtype, top)
+        generic = tirx.Select(batch > above, nearest_instance(func, grid, chunk_table), generic)
     choice = tirx.Select(listed, nearest_instance(func, grid, fixed_table), generic)
     return dispatch(func, bodies, choice)
+
+
+def _pads(
+    names: list[str],
+    step: list[int],
+    instances: Mapping[str, Sequence[int]],
+    picked: list[tirx.PrimFunc],
+    table: dict[Instance, int],
+    figures: list[dict[Instance, float]],
+    generic_ms: dict[Instance, float],
+    unfixed: set[tuple[int, Instance]],
+    bench: _Bench,
+) -> tuple[dict[int, tuple[int, dict[int, tirx.PrimFunc]]], dict[int, tirx.PrimFunc]]:
+    """Where a batch below a listed one ``B`` runs faster on the body fixed at ``B``
+    over padded copies (:func:`~scan_tir.tune.padding.padded`) than on the generic
+    build: listed ``B`` -> (``t``, the padded body of each kernel serving ``B``), for the
+    batches above ``t`` (and above the listed value before ``B``). With both timed at
+    ``B``'s shortest instance and the generic build's cost taken as proportional to the
+    batch, batch ``b`` pads where ``fixed(B) < generic(B) * b / B``. Each padded body is
+    built and checked at the smallest batch it serves; one that does not build or is
+    wrong leaves that interval to the generic build. Only one step size (a batch).
+
+    Also, kernel -> its body at the largest listed batch run in chunks of it
+    (``padded(..., chunked=True)``), for the batches beyond, where two chunks cost less
+    than the generic build at that batch (so any number of them cost less than it at
+    theirs); checked one and a half chunks past it."""
+    if len(step) != 1:
+        return {}, {}
+    name, out, below = names[step[0]], {}, 0
+    for at in sorted(set(instances[name])):
+        rows = sorted(i for i in table if i[step[0]] == at)
+        first, kernels = rows[0], sorted({table[i] for i in rows})
+        lowest = below
+        below = at
+        if first not in generic_ms or any((k, (at,)) in unfixed for k in kernels):
+            continue
+        fixed_ms = figures[table[first]][first]
+        start = max(lowest, math.floor(at * fixed_ms / generic_ms[first]))
+        if start >= at - 1:
+            continue
+        probe = tuple(start + 1 if k == step[0] else v for k, v in enumerate(first))
+        bodies = {}
+        for k in kernels:
+            try:
+                body = padded(picked[k], {name: at})
+                if not bench.check(_build(body, bench.target), probe):
+                    raise ScanLoweringError(f"wrong result at {probe}")
+            except Exception as err:  # a refusal, TVM's codegen, or a wrong result
+                log(f"dynamic: kernel {k} padded to {name} {at} not used ({_last(err)})")
+                break
+            bodies[k] = body
+        else:
+            out[at] = (start, bodies)
+            log(
+                f"dynamic: {name} {start + 1} to {at - 1} run the body fixed at {at} on "
+                f"padded copies ({fixed_ms:.3g} ms there, the generic build "
+                f"{generic_ms[first]:.3g} ms)"
+            )
+    top = below  # the largest listed value
+    if first not in generic_ms or any((k, (top,)) in unfixed for k in kernels):
+        return out, {}
+    if 2 * figures[table[first]][first] >= generic_ms[first]:
+        return out, {}
+    probe = tuple(top + (top + 1) // 2 if k == step[0] else v for k, v in enumerate(first))
+    beyond = {}
+    for k in kernels:
+        try:
+            body = padded(picked[k], {name: top}, chunked=True)
+            if not bench.check(_build(body, bench.target), probe):
+                raise ScanLoweringError(f"wrong result at {probe}")
+        except Exception as err:  # a refusal, TVM's codegen, or a wrong result
+            log(f"dynamic: kernel {k} in chunks of {name} {top} not used ({_last(err)})")
+            return out, {}
+        beyond[k] = body
+    log(f"dynamic: {name} beyond {top} runs in chunks of {top}")
+    return out, beyond
 
 
 def _checked_choice(
@@ -499,7 +624,7 @@ class _Bench:
         self.func, self.names, self.step, self.repeat = func, names, step, repeat
         self.target = target
         self.reference = _build(func, target)
-        written = _written(func)
+        written = accesses(func)[1]
         self.outputs = [k for k, p in enumerate(func.params) if any(p.same_as(w) for w in written)]
         self.cases: dict[Instance, tuple[list[np.ndarray], list[np.ndarray]]] = {}
         self.reference_s = 0.0  # spent running the untuned function for the checks
@@ -540,7 +665,10 @@ class _Bench:
     def right(self, kernel: _Kernel, instance: Instance, generic: bool = False) -> float:
         """The checking run's ms (one call, its inputs fresh in memory), or 0.0 where
         the result is wrong."""
-        lib = kernel.lib if generic else self.lib(kernel, instance)
+        return self.check(kernel.lib if generic else self.lib(kernel, instance), instance)
+
+    def check(self, lib: tvm.runtime.Module, instance: Instance) -> float:
+        """As :meth:`right`, of any build of the function."""
         args, expected = self.case(instance)
         tensors = [tvm.runtime.tensor(a.copy()) for a in args]
         start = time.perf_counter()
@@ -574,14 +702,15 @@ class _Bench:
 
 def _fallbacks(
     kernels: list[_Kernel], figures: list[dict[Instance, float]], grid: list[Instance], bench
-) -> dict[Instance, int]:
+) -> tuple[dict[Instance, int], dict[Instance, float]]:
     """For each instance, the kernel whose generic build is fastest there: it serves the
     shapes off the grid that round up to the instance. Where the step's sizes are
     symbolic, the generic build is another program than the body fixed at the
     instance (a symbolic batch costs the step its constant bounds and vector code), so
     it is checked and timed itself, at the shortest listed length of the instance's step
     sizes (the length only repeats the step); elsewhere it is the kernel, and one wrong
-    at the instance is not considered there."""
+    at the instance is not considered there. Also returns the fastest generic build's ms
+    where timed (at those shortest instances)."""
     generic = [k for k, kernel in enumerate(kernels) if kernel.lib is not None]
     shortest: dict[Instance, Instance] = {}  # step sizes -> their instance timed
     for i in sorted(grid):
@@ -611,7 +740,7 @@ def _fallbacks(
         if not times[at]:
             raise ScanLoweringError(f"dynamic: no generic kernel chosen is right at {at}")
         out[i] = min(times[at], key=times[at].get)
-    return out
+    return out, {at: min(t.values()) for at, t in times.items()}
 
 
 def _time(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _Bench, model) -> None:
@@ -624,16 +753,6 @@ def _time(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _Benc
 
 def _best(pool: list[_Kernel], instance: Instance) -> float:
     return min((k.measured[instance] for k in pool if instance in k.measured), default=math.inf)
-
-
-def _written(func: tirx.PrimFunc) -> list[tirx.Var]:
-    found: list[tirx.Var] = []
-
-    def on_block(block: s_tir.SBlock) -> None:
-        found.extend(region.source for region in block.writes)
-
-    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, on_block))
-    return found
 
 
 def _build(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Module:
