@@ -63,9 +63,13 @@ def main() -> None:
     p.add_argument("--per-instance", default="", help="instances tuned alone, comma-separated")
     p.add_argument("--per-instance-trials", type=int, default=32)
     p.add_argument("--trials", type=int, default=64, help="budget of dynamic and of single")
+    p.add_argument("--single-trials", type=int, help="single's budget, if not --trials")
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--kernels", type=int, default=4)
     p.add_argument("--candidates", type=int, default=2, help="best records per batch timed")
+    p.add_argument("--tune-at", default="",
+                   help="instances dynamic tunes at, comma-separated (default: every "
+                        "(reach + 1)-th listed batch, ends included, at the shortest length)")
     p.add_argument("--reach", type=int, default=1,
                    help="listed batches on either side of its own a candidate is timed at "
                         "(-1: all)")
@@ -76,6 +80,7 @@ def main() -> None:
     p.add_argument("--work-dir", type=Path, default=Path("build/dynamic_shapes"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
+    single_trials = args.trials if args.single_trials is None else args.single_trials
     load = start_run()
     sizes = {k: int(v) for k, v in (kv.split("=") for kv in args.sizes.split(","))}
     grid = {"seq": [int(s) for s in args.seqs.split(",")]}
@@ -108,6 +113,7 @@ def main() -> None:
         r = dynamic(func, args.work_dir / "dynamic", grid, trials=args.trials,
                     population=args.population, kernels=args.kernels,
                     candidates=args.candidates, reach=None if args.reach < 0 else args.reach,
+                    representatives=[instance(t) for t in args.tune_at.split(",") if t] or None,
                     predict=not args.time_everywhere)
         return build(r.func), {
             "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
@@ -123,7 +129,7 @@ def main() -> None:
         t = time.perf_counter()
         at = specialize(func, dict(zip(names, instance(args.single_at))))
         work = args.work_dir / "single"
-        tune_module(tvm.IRModule({"main": at}), work, args.trials, default_target(),
+        tune_module(tvm.IRModule({"main": at}), work, single_trials, default_target(),
                     label="single", population=args.population)
         replayed = apply_best(ms.database.JSONDatabase(work_dir=str(work)), at, func,
                               default_target())
@@ -192,7 +198,7 @@ def main() -> None:
         ])
     print(header(load))
     print(f"{args.workload}, sizes {sizes}; grid {grid}; budget {args.trials} trials for "
-          f"dynamic and for single, {args.per_instance_trials} per probe; "
+          f"dynamic, {single_trials} for single, {args.per_instance_trials} per probe; "
           f"population {args.population}; "
           f"tuning and choosing took " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
           + " (dynamic's phases: " + ", ".join(
