@@ -358,37 +358,40 @@ def _dispatching(
         listed = here if listed is None else tirx.Or(listed, here)
     if pads:
         batch = sizes[names[step[0]]]
-        pad_table, padded_at = {}, {}
-        for i, k in table.items():
-            at = i[step[0]]
-            if at not in pads:
-                pad_table[i] = anywhere[i]  # never taken: no padding below this batch
-                continue
-            if (k, at) not in padded_at:
-                padded_at[(k, at)] = len(bodies)
-                bodies.append(pads[at][1][k])
-            pad_table[i] = padded_at[(k, at)]
         between = None
         for at, (below, _) in pads.items():
             test = tirx.And(batch > below, batch < at)
             between = test if between is None else tirx.Or(between, test)
+        bodies_at = {i: pads[i[step[0]]][1][k] for i, k in table.items() if i[step[0]] in pads}
+        pad_table = _joined(bodies_at, anywhere, bodies)
         generic = tirx.Select(between, nearest_instance(func, grid, pad_table), generic)
     if beyond:
         batch, top = sizes[names[step[0]]], max(instances[names[step[0]]])
-        chunk_table, chunked_at = {}, {}
-        for i, k in table.items():
-            if i[step[0]] != top:
-                chunk_table[i] = anywhere[i]  # never taken
-                continue
-            if k not in chunked_at:
-                chunked_at[k] = len(bodies)
-                bodies.append(beyond[k])
-            chunk_table[i] = chunked_at[k]
+        bodies_at = {i: beyond[k] for i, k in table.items() if i[step[0]] == top}
+        chunk_table = _joined(bodies_at, anywhere, bodies)
         above = tirx.IntImm(batch.ty.dtype, top)
         generic = tirx.Select(batch > above, nearest_instance(func, grid, chunk_table), generic)
     choice = tirx.Select(listed, nearest_instance(func, grid, fixed_table), generic)
     return dispatch(func, bodies, choice)
 
+
+
+def _joined(
+    bodies_at: dict[Instance, tirx.PrimFunc],
+    anywhere: dict[Instance, int],
+    bodies: list[tirx.PrimFunc],
+) -> dict[Instance, int]:
+    """A table for :func:`nearest_instance`: each instance to its body in ``bodies_at``,
+    appended to ``bodies`` once, the others to ``anywhere``'s (a branch never taken
+    there, which the table must still cover)."""
+    index: dict[int, int] = {}
+    out = dict(anywhere)
+    for i, body in bodies_at.items():
+        if id(body) not in index:
+            index[id(body)] = len(bodies)
+            bodies.append(body)
+        out[i] = index[id(body)]
+    return out
 
 def _pads(
     names: list[str],
@@ -429,17 +432,8 @@ def _pads(
         if start >= at - 1:
             continue
         probe = tuple(start + 1 if k == step[0] else v for k, v in enumerate(first))
-        bodies = {}
-        for k in kernels:
-            try:
-                body = padded(picked[k], {name: at})
-                if not bench.check(_build(body, bench.target), probe):
-                    raise ScanLoweringError(f"wrong result at {probe}")
-            except Exception as err:  # a refusal, TVM's codegen, or a wrong result
-                log(f"dynamic: kernel {k} padded to {name} {at} not used ({_last(err)})")
-                break
-            bodies[k] = body
-        else:
+        bodies = {k: _checked_padding(picked[k], {name: at}, False, probe, bench) for k in kernels}
+        if all(b is not None for b in bodies.values()):
             out[at] = (start, bodies)
             log(
                 f"dynamic: {name} {start + 1} to {at - 1} run the body fixed at {at} on "
@@ -452,18 +446,26 @@ def _pads(
     if 2 * figures[table[first]][first] >= generic_ms[first]:
         return out, {}
     probe = tuple(top + (top + 1) // 2 if k == step[0] else v for k, v in enumerate(first))
-    beyond = {}
-    for k in kernels:
-        try:
-            body = padded(picked[k], {name: top}, chunked=True)
-            if not bench.check(_build(body, bench.target), probe):
-                raise ScanLoweringError(f"wrong result at {probe}")
-        except Exception as err:  # a refusal, TVM's codegen, or a wrong result
-            log(f"dynamic: kernel {k} in chunks of {name} {top} not used ({_last(err)})")
-            return out, {}
-        beyond[k] = body
+    beyond = {k: _checked_padding(picked[k], {name: top}, True, probe, bench) for k in kernels}
+    if any(b is None for b in beyond.values()):
+        return out, {}
     log(f"dynamic: {name} beyond {top} runs in chunks of {top}")
     return out, beyond
+
+
+def _checked_padding(
+    kernel: tirx.PrimFunc, sizes: dict[str, int], chunked: bool, probe: Instance, bench: _Bench
+) -> tirx.PrimFunc | None:
+    """:func:`~scan_tir.tune.padding.padded`, built and right at ``probe``; None (logged)
+    where it is refused, does not build or is wrong."""
+    try:
+        body = padded(kernel, sizes, chunked)
+        if not bench.check(_build(body, bench.target), probe):
+            raise ScanLoweringError(f"wrong result at {probe}")
+    except Exception as err:  # a refusal, TVM's codegen, or a wrong result
+        log(f"dynamic: padded to {sizes}{' in chunks' if chunked else ''} not used ({_last(err)})")
+        return None
+    return body
 
 
 def _checked_choice(
