@@ -60,7 +60,8 @@ def main() -> None:
     p.add_argument("--batches", default="", help="the listed batches (batch symbolic)")
     p.add_argument("--unlisted", default="37,1000", help="instances not listed")
     p.add_argument("--single-at", default="80", help="today's one tuned instance")
-    p.add_argument("--per-instance", default="", help="instances tuned alone, comma-separated")
+    p.add_argument("--per-instance", default="",
+                   help="instances tuned alone, comma-separated, or 'all' (every listed one)")
     p.add_argument("--per-instance-trials", type=int, default=32)
     p.add_argument("--trials", type=int, default=64, help="budget of dynamic and of single")
     p.add_argument("--single-trials", type=int, help="single's budget, if not --trials")
@@ -97,7 +98,8 @@ def main() -> None:
     listed = [(b, s) for b in grid["batch"] for s in grid["seq"]] if args.batches else [
         (s,) for s in grid["seq"]]
     unlisted = [instance(t) for t in args.unlisted.split(",") if t]
-    probes = [instance(t) for t in args.per_instance.split(",") if t]
+    probes = listed if args.per_instance == "all" else [
+        instance(t) for t in args.per_instance.split(",") if t]
     func = workloads.get(args.workload, seq=grid["seq"][0], **sizes).symbolic_func(names)
 
     def workload(at: tuple[int, ...]) -> workloads.Workload:
@@ -152,7 +154,7 @@ def main() -> None:
             args.work_dir / ("per_instance_" + key(probe)), tuned_alone)
     seconds = {name: f["seconds"] for name, f in facts.items()}
 
-    rows, raw = [], {}
+    rows, raw, ratios = [], {}, []  # ratios: dynamic / per-instance at listed instances
     for at in listed + unlisted:
         wl = workload(at)
         values = wl.input_arrays(seed=1)
@@ -181,6 +183,8 @@ def main() -> None:
                 ms_of["onnxruntime"] = min(median(ort.ort2_ms), median(ort.ort1_ms))
         raw[key(at)] = {str(a): t for a, t in times.items()} | {
             k: v for k, v in ms_of.items() if k in ("PyTorch", "onnxruntime")}
+        if at in listed and "per-instance" in ms_of:
+            ratios.append(ms_of["dynamic"] / ms_of["per-instance"])
         dyn = facts["dynamic"]
         baseline = min([ms_of[k] for k in ("PyTorch", "onnxruntime") if k in ms_of] or [np.nan])
         rows.append([
@@ -215,9 +219,23 @@ def main() -> None:
         ["instance", "listed", "kernel", "dynamic ms", "predicted", "single ms",
          "per-instance ms", "PyTorch ms", "onnxruntime ms", "dyn / single",
          "dyn / per-instance", "dyn / fastest baseline"], rows))
+    print(against_per_instance(ratios, seconds))
     if args.json:
         write_json(args.json, {"workload": args.workload, "sizes": sizes, "grid": grid,
                                "ms": raw, "arms": facts})
+
+
+def against_per_instance(ratios: list[float], seconds: dict[str, float]) -> str:
+    """Issue 17's targets over the listed instances that were tuned alone: how many the
+    dispatched module serves within 10% of their own tuning, the mean ratio (the grid's
+    instances weigh alike), and the tuning time of those instances against dynamic's."""
+    alone = [v for k, v in seconds.items() if k.startswith("per-instance")]
+    if not ratios:
+        return "No listed instance was tuned alone."
+    return (f"Against per-instance tuning at {len(ratios)} listed instances: within 10% at "
+            f"{sum(r <= 1.1 for r in ratios)}, worst {max(ratios):.3f}, mean ratio "
+            f"{np.mean(ratios):.3f}; tuning them alone took {sum(alone):.0f} s, "
+            f"{sum(alone) / seconds['dynamic']:.2f}x dynamic's {seconds['dynamic']:.0f} s.")
 
 
 def cached(directory: Path, make: Callable[[], tuple[Any, dict]]) -> tuple[Any, dict]:

@@ -14,7 +14,7 @@ from util import ATOL, RTOL, compile_func, outputs
 import scan_tir
 from scan_tir import scan_space, workloads
 from scan_tir.errors import ScanLoweringError
-from scan_tir.transform import DISPATCHING
+from scan_tir.transform import merged_unsafely
 from scan_tir.tune.dispatch import dispatch, nearest_instance
 from scan_tir.tune.symbolic import replay_sized, size_vars, specialize, specialize_body
 
@@ -181,14 +181,14 @@ def test_branches_that_each_allocate_2_to_the_26_floats_are_right():
     allocate the gates of every step (steps x batch x 4 hidden floats). TVM's
     StorageRewrite would merge them into one allocation sized with an int32 count of
     bits, which overflows at 1024 x 1024 x 64 floats: the buffer too short, a wrong result
-    and a corrupt heap. The dispatching function is lowered without that pass."""
+    and a corrupt heap. The function is lowered without that pass."""
     func = workloads.get("lstm", seq=4, batch=2, input=16, hidden=16).symbolic_func(
         ["batch", "seq"])
     batch = size_vars(func)["batch"]
     bodies = [specialize_body(func, {"batch": b}) for b in (512, 1024)]
     choice = tvm.tirx.Select(batch == 512, 0, tvm.tirx.Select(batch == 1024, 1, 2))
     dispatched = dispatch(func, [*bodies, func], choice)
-    assert dispatched.attrs[DISPATCHING]
+    assert merged_unsafely(dispatched)
     lib = compile_func(dispatched)
     wl = workloads.get("lstm", seq=1024, batch=1024, input=16, hidden=16)
     got, want = outputs(wl, lib, wl.input_arrays())

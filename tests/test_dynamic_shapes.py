@@ -7,12 +7,17 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import tvm
+from tvm import s_tir
+from tvm.s_tir import meta_schedule as ms
 from util import compile_func, outputs
 
-from scan_tir import workloads
+from scan_tir import scan_space, workloads
 from scan_tir.errors import ScanLoweringError
-from scan_tir.lower.vocabulary import find_scans
+from scan_tir.lower.vocabulary import expected_scans, find_scans
+from scan_tir.tune import default_target
 from scan_tir.tune import dynamic_shapes as dyn
+from scan_tir.tune.symbolic import specialize
 
 SIZES = {"batch": 2, "input": 16, "hidden": 32}
 
@@ -136,15 +141,15 @@ def test_where_no_record_replays_generic_the_untuned_function_serves_off_the_gri
     tuned_dir, monkeypatch
 ):
     """Every record made to refuse the symbolic batch (as a fusion tuned at one batch
-    may): the records serve their own batch, the untuned function every other shape."""
-    real, fixed_next = dyn.replay_sized, []
+    may): the records serve the batches they replay at, the untuned function every
+    other shape."""
+    real, seen = dyn.replay_sized, []
 
     def refuses_a_symbolic_batch(trace, func):
-        if not fixed_next:  # a record's first replay is on the symbolic function
-            fixed_next.append(True)
+        if not any(trace.same_as(t) for t in seen):  # a record's first replay is symbolic
+            seen.append(trace)
             raise ValueError("Merge loop's `extent` must be same")
-        fixed_next.clear()  # then on its body fixed at its batch
-        return real(trace, func)
+        return real(trace, func)  # then on its body fixed at its batch and those near
 
     monkeypatch.setattr(dyn, "replay_sized", refuses_a_symbolic_batch)
     result = tune(tuned_dir)
@@ -241,8 +246,8 @@ def test_the_batch_shapes_the_step_and_the_length_only_repeats_it():
 def test_a_record_that_replays_only_at_its_batch_serves_that_batch(tmp_path, monkeypatch):
     """A schedule tuned at batch 1 may fuse the batch loop (extent 1) with another, which
     the symbolic batch refuses: made to happen here, that record is replayed with the
-    batch fixed and serves batch 1 only; shapes off the grid go to a generic kernel, and
-    every shape is right."""
+    batch fixed and serves the batches it replays at only; shapes off the grid go to a
+    generic kernel, and every shape is right."""
     real, refused = dyn.replay_sized, []
 
     def refuses_the_first_generic(trace, func):
@@ -258,15 +263,59 @@ def test_a_record_that_replays_only_at_its_batch_serves_that_batch(tmp_path, mon
         symbolic_lstm(["batch", "seq"]), tmp_path, {"batch": [1, 4], "seq": [4, 32]},
         trials=6, population=8, candidates=3, kernels=2,
     )
-    assert refused and any("serves {'batch': 1} only" in s for s in result.skipped)
-    for (batch, _), k in result.table.items():
-        assert batch == 1 or "batch" in str(result.kernels[k].body)
+    assert refused and any(
+        "serves {'batch': 1}" in s and "(ValueError: Merge loop" in s
+        for s in result.skipped
+    )
     lib = compile_func(result.func)
     for batch, seq in [(1, 1), (1, 32), (1, 40), (2, 5), (4, 4), (5, 33)]:
         case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
         got, want = outputs(case, lib, case.input_arrays())
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
+
+
+def test_a_record_refused_where_batch_is_symbolic_serves_each_batch_it_replays_at(
+    monkeypatch,
+):
+    """A record tuned at batch 4 whose schedule the symbolic batch refuses (tiles whose
+    product covers some batches only) is replayed with the body fixed at its own batch
+    and at each nearby one: it serves those it replays at (here 4 and 1, not 2, made to
+    fail), each with its own body, right against numpy."""
+    func = symbolic_lstm(["batch", "seq"]).with_attr("global_symbol", "main")
+    mod = tvm.IRModule({"main": specialize(func, {"batch": 4, "seq": 32})})
+    target = default_target()
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator=scan_space(target),
+                         task_name="refused", rand_state=0)
+    for space in ctx.generate_design_space():  # the first that passes the postprocs
+        sch = s_tir.Schedule(mod)
+        space.trace.simplified(remove_postproc=True).apply_to_schedule(sch, remove_postproc=True)
+        sch.enter_postproc()
+        if all(pp.apply(sch) for pp in ctx.space_generator.postprocs):
+            break
+    record = ms.database.TuningRecord(sch.trace, ms.database.Workload(mod), [1e-3], target)
+    real, calls = dyn.replay_sized, []
+
+    def refuses_symbolic_and_batch_2(trace, body):
+        calls.append(body)
+        if len(calls) in (1, 4):  # the symbolic function, then the body fixed at 2
+            raise ValueError("The product of factors is not larger than or equal to the extent")
+        return real(trace, body)
+
+    monkeypatch.setattr(dyn, "replay_sized", refuses_symbolic_and_batch_2)
+    expected = expected_scans(tvm.IRModule({"main": func}))["main"]
+    around = [{"batch": 4}, {"batch": 1}, {"batch": 2}]
+    kernel = dyn._replayed(record, func, expected, target, "refused #0", around)
+    assert len(calls) == 4 and kernel.lib is None
+    assert sorted(kernel.bodies) == [(1,), (4,)]
+    assert kernel.serves((1,)) and kernel.serves((4,)) and not kernel.serves((2,))
+    assert kernel.where.startswith("does not replay on the symbolic function (ValueError")
+    for batch in (1, 4):
+        lib = compile_func(kernel.body({"batch": batch}))
+        case = workloads.get("lstm", seq=9, **{**SIZES, "batch": batch})
+        got, want = outputs(case, lib, case.input_arrays())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=}")
 
 
 def test_shapes_off_the_grid_fall_back_on_the_fastest_generic_build():

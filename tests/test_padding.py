@@ -122,7 +122,8 @@ def test_batches_between_listed_ones_take_the_padded_branch():
     table = {(1, 8): 0, (4, 8): 0}
     pads = {4: (2, {0: padded(two(2.0), {"batch": 4})})}
     beyond = {0: padded(two(3.0), {"batch": 4}, chunked=True)}
-    func = dyn._dispatching(two(0.0), names, step, instances, [two(1.0)], table, table, set(),
+    kernel = dyn._Kernel(two(1.0), None, "k", {})
+    func = dyn._dispatching(two(0.0), names, step, instances, [kernel], table, table, set(),
                             pads, beyond)
     lib = compile_func(func)
     for rows, want in {1: 1.0, 2: 1.0, 3: 2.0, 4: 1.0, 5: 3.0, 11: 3.0}.items():
@@ -148,8 +149,10 @@ def test_a_batch_pads_where_the_fixed_body_beats_the_generic_build_per_row():
     figures = [{(1, 8): 0.5, (4, 8): 1.0, (16, 8): 10.0}]
     generic = {(1, 8): 0.6, (4, 8): 3.0, (16, 8): 11.0}
     bench = Bench()
+    kernels = [dyn._Kernel(two(1.0), None, "k", {})]
+
     def pads(figures=figures, bench=bench, unfixed=frozenset()):
-        return dyn._pads(names, step, instances, [two(1.0)], table, figures, generic,
+        return dyn._pads(names, step, instances, kernels, table, figures, generic,
                          set(unfixed), bench)
 
     within, beyond = pads()

@@ -4,7 +4,8 @@
 on weights packed ahead of time) and ``pad_rows`` (a product hoisted out of a scan
 computed over whole tiles at a symbolic length), and ``PersistentLaunch`` with the TIR
 pipeline ``PIPELINE`` every scan-tir build uses (a time loop run inside one thread-pool
-launch, a barrier per nest), which starts with ``ConcurrentLanes`` (independent scans
+launch, a barrier per nest; functions that StorageRewrite could merge unsafely,
+``merged_unsafely``, lowered without it), which starts with ``ConcurrentLanes`` (independent scans
 side by side, a thread each), ``PipelinedScans`` (a stacked layer a chunk of steps
 behind the one that feeds it, a thread each) and ``BoundTileBuffers`` (a tile's own
 buffers sized by the tile at a symbolic size, which TVM 0.27 sizes INT_MAX). Fast
@@ -16,13 +17,12 @@ from .concurrent_lanes import ConcurrentLanes
 from .layout_free import layout_free
 from .padded_rows import pad_rows
 from .persistent_launch import PersistentLaunch
-from .pipeline import DISPATCHING, PIPELINE
+from .pipeline import PIPELINE, merged_unsafely
 from .pipelined_scans import PipelinedScans
 from .prepacked import elide_param_copies, prepacked
 from .tile_buffers import BoundTileBuffers
 
 __all__ = [
-    "DISPATCHING",
     "PIPELINE",
     "BoundTileBuffers",
     "ConcurrentLanes",
@@ -30,6 +30,7 @@ __all__ = [
     "PipelinedScans",
     "elide_param_copies",
     "layout_free",
+    "merged_unsafely",
     "pad_rows",
     "prepacked",
 ]

@@ -5,24 +5,27 @@ S-TIR, TVM's S-TIR pipeline, then ``PersistentLaunch`` (before the host passes, 
 turn allocations into workspace calls). Builds name it: ``tvm.compile(...,
 tir_pipeline=PIPELINE)``.
 
-A dispatching function (the attribute :data:`DISPATCHING`, which
-:func:`scan_tir.tune.dispatch` sets) goes through TVM's pipeline without its
-StorageRewrite. That pass gives allocations whose lifetimes never overlap one allocation
-of the largest size, counted in bits in the type of the extents
-(src/tir/transforms/storage_rewrite.cc, "Build a merged allocation"). The branches of a
-dispatching function never run together, and each allocates symbolic buffers (a
-sequence's gates, steps x batch x 4 hidden), so they are merged, and at 2**26 float32
-elements (a batch of 64, 1024 steps, 1024 gates) the int32 bit count overflows: the
-buffer is allocated too short, results are silently wrong and the heap is corrupted.
-The extents cannot be widened to int64 before the pass, as CompactBufferAllocation
-recomputes them in the indices' type. Without the pass each branch allocates its own
-buffers inside the branch, as large as they need to be, and only when it runs.
+A function with two or more allocations of symbolic size goes through TVM's pipeline
+without its StorageRewrite. That pass gives allocations whose lifetimes never overlap one
+allocation of the largest size, counted in bits in the type of the extents
+(src/tir/transforms/storage_rewrite.cc, "Build a merged allocation"): a constant count
+too large for int32 is widened to int64, a symbolic one is not, and symbolic
+allocations are merged only with each other (its ``FindAlloc``). A dispatching function
+(:func:`scan_tir.tune.dispatch`) has such allocations in every branch (a sequence's
+gates, steps x batch x 4 hidden), and branches never run together, so they are merged;
+at 2**26 float32 elements (a batch of 64, 1024 steps, 1024 gates) the int32 bit count
+overflows: the buffer is allocated too short, results are silently wrong and the heap is
+corrupted. Any function with two such buffers of disjoint lifetimes is exposed the same
+way. The extents cannot be widened to int64 before the pass, as CompactBufferAllocation
+recomputes them in the indices' type. Without the pass each buffer keeps its own
+allocation, as large as it needs to be.
 """
 
 from __future__ import annotations
 
 import tvm
-from tvm import tirx
+import tvm_ffi
+from tvm import s_tir, tirx
 from tvm.s_tir.pipeline import default_s_tir_pipeline
 from tvm.tirx.compilation_pipeline import PIPELINE_MAP
 
@@ -34,24 +37,38 @@ from .tile_buffers import BoundTileBuffers
 
 #: The TIR pipeline every scan-tir build uses (``tvm.compile(..., tir_pipeline=PIPELINE)``).
 PIPELINE = "scan_tir"
-#: On a function whose body branches to one of several schedules of itself by shape.
-DISPATCHING = "scan_tir.dispatching"
-
 _NO_STORAGE_REWRITE = "tirx.disable_storage_rewrite"
 
 
-def dispatching(func: tvm.ir.BaseFunc) -> bool:
-    """Whether ``func`` is a dispatching function (lowered without StorageRewrite)."""
-    return isinstance(func, tirx.PrimFunc) and bool(func.attrs and DISPATCHING in func.attrs)
+def symbolic_allocations(func: tvm.ir.BaseFunc) -> list[tirx.Var]:
+    """The buffers ``func`` allocates (in its blocks or as statements) whose shapes are
+    not all constant."""
+    found: list[tirx.Var] = []
+
+    def visit(node: object) -> None:
+        buffers = node.alloc_buffers if isinstance(node, s_tir.SBlock) else [node.buffer]
+        found.extend(
+            b for b in buffers if not all(isinstance(e, tirx.IntImm) for e in b.ty.shape)
+        )
+
+    if isinstance(func, tirx.PrimFunc):
+        tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, visit), (tirx.stmt.AllocBuffer, visit)])
+    return found
+
+
+def merged_unsafely(func: tvm.ir.BaseFunc) -> bool:
+    """Whether StorageRewrite could merge allocations of ``func`` into one whose size
+    overflows (two or more of symbolic size): such functions are lowered without it."""
+    return len(symbolic_allocations(func)) >= 2
 
 
 def _apart(lower: tvm.transform.Pass) -> tvm.transform.Pass:
-    """``lower``, the dispatching functions of a module lowered on their own, without
-    StorageRewrite."""
+    """``lower``, the functions of a module that StorageRewrite could merge unsafely
+    lowered on their own, without it."""
 
-    @tvm.transform.module_pass(opt_level=0, name="scan_tir.LowerDispatchingApart")
+    @tvm.transform.module_pass(opt_level=0, name="scan_tir.LowerApart")
     def apart(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
-        marked = [gv for gv, f in mod.functions.items() if dispatching(f)]
+        marked = [gv for gv, f in mod.functions.items() if merged_unsafely(f)]
         if not marked:
             return lower(mod)
         rest = [gv for gv in mod.functions if not any(gv.same_as(m) for m in marked)]
@@ -60,6 +77,7 @@ def _apart(lower: tvm.transform.Pass) -> tvm.transform.Pass:
             opt_level=ctx.opt_level,
             required_pass=list(ctx.required_pass),
             disabled_pass=list(ctx.disabled_pass),
+            instruments=list(ctx.instruments),
             config=config,
         ):
             out = lower(_part(mod, marked))

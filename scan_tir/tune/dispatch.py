@@ -11,9 +11,9 @@ the smallest listed instance at or above it in every size (the largest beyond th
 so shapes between and beyond the instances are served by a schedule tuned for a shape
 no smaller than theirs.
 
-The function is marked :data:`~scan_tir.transform.pipeline.DISPATCHING`, which the
-build's pipeline lowers without TVM's StorageRewrite (its branches' allocations merged
-into one would be sized with an int32 count of bits that overflows).
+The build's pipeline lowers the function without TVM's StorageRewrite
+(:func:`~scan_tir.transform.pipeline.merged_unsafely`): its branches' allocations merged
+into one would be sized with an int32 count of bits that overflows.
 
 Each body gets fresh definitions (``s_tir.renew_defs``) before its parameters and sizes
 are renamed to the function's: schedules replayed on one function share loop variables
@@ -31,7 +31,6 @@ import tvm_ffi
 from tvm import s_tir, tirx
 
 from ..errors import ScanLoweringError
-from ..transform.pipeline import DISPATCHING
 from .symbolic import size_vars
 
 
@@ -57,7 +56,7 @@ def dispatch(
     body = tirx.SeqStmt([tirx.BufferStore(index, tirx.Cast("int32", choice), [0]), body])
     # Under a root block, as every S-TIR function (Relax's AnnotateTIROpPattern needs it).
     root = s_tir.SBlock([], [], [], "root", body, alloc_buffers=[index])
-    return func.with_body(s_tir.SBlockRealize([], True, root)).with_attr(DISPATCHING, True)
+    return func.with_body(s_tir.SBlockRealize([], True, root))
 
 
 def nearest_instance(

@@ -30,6 +30,9 @@ on copies padded to its batch (:mod:`~scan_tir.tune.padding`), and beyond the la
 chunks of it; elsewhere the generic kernel of the instance the shape rounds up to, the
 one whose generic build was fastest there.
 
+A record that does not replay where the batch is symbolic (a fusion of a batch loop of
+extent 1, or batch tiles whose product covers only batches up to its own) is replayed
+with the body fixed at each listed batch near its own and serves those it replays at.
 A record that fails to replay, to build or to compute right where it was timed is
 skipped with its reason logged (a body that does not build fixed at a step size is
 served there by its generic build; where no record replays on the symbolic function, the
@@ -113,8 +116,19 @@ class _Kernel:
     measured: dict[Instance, float] = field(default_factory=dict)
     checked: set = field(default_factory=set)
     fixed: dict[Instance, tvm.runtime.Module] = field(default_factory=dict)  # step sizes -> lib
-    only: Instance | None = None  # the step sizes it serves, where it has no generic build
+    # Where the record does not replay on the symbolic function: step sizes -> the record
+    # replayed on the function with its body fixed there, the only sizes it serves
+    bodies: dict[Instance, tirx.PrimFunc] = field(default_factory=dict)
     unfixed: set[Instance] = field(default_factory=set)  # step sizes its generic build serves
+
+    def serves(self, key: Instance) -> bool:
+        """Whether the kernel has a body for these step sizes."""
+        return not self.bodies or key in self.bodies
+
+    def body(self, sizes: dict[str, int]) -> tirx.PrimFunc:
+        """Its schedule with the body fixed at ``sizes`` (the step's, in order)."""
+        key = tuple(sizes.values())
+        return self.bodies[key] if self.bodies else specialize_body(self.func, sizes)
 
 
 def dynamic(
@@ -200,23 +214,26 @@ def dynamic(
     for rep, (name, task) in zip(reps, tasks.items()):
         task_mod = tvm.IRModule({"main": task})
         records = database.get_top_k(database.commit_workload(task_mod), candidates)
-        at = {names[k]: rep[k] for k in step}
         near = [_near(instances[names[k]], rep[k], reach) for k in step]
+        own = tuple(rep[k] for k in step)  # first, then the step sizes near it
+        keys = sorted(itertools.product(*map(sorted, near)), key=lambda v: v != own)
+        around = [{names[k]: v for k, v in zip(step, key)} for key in keys]
         for rank, record in enumerate(records):
             where = f"{name} #{rank}"
-            kernel = _replayed(record, func, expected, target, where, at)
+            kernel = _replayed(record, func, expected, target, where, around)
             if isinstance(kernel, str):
                 skipped.append(f"{where}: {kernel}")
                 log(f"dynamic: skipped {where}: {kernel}")
                 continue
-            if kernel.only is not None:
-                skipped.append(f"{where}: serves {at} only ({kernel.where})")
-                log(f"dynamic: {where} serves {at} only ({kernel.where})")
+            if kernel.bodies:
+                only = [dict(zip((names[k] for k in step), key)) for key in kernel.bodies]
+                skipped.append(f"{where}: serves {', '.join(map(str, only))} only ({kernel.where})")
+                log(f"dynamic: {where} serves {', '.join(map(str, only))} only ({kernel.where})")
                 kernel.where = where
             serves = [
                 i
                 for i in timed_at
-                if kernel.only in (None, tuple(i[k] for k in step))
+                if kernel.serves(tuple(i[k] for k in step))
                 and all(i[k] in values for k, values in zip(step, near))
             ]
             off_grid = tuple(v + 1 for v in grid[0])  # the generic build, checked once
@@ -263,7 +280,7 @@ def dynamic(
             for i in timed_at:
                 if i in kernel.measured or tuple(i[k] for k in step) not in more:
                     continue
-                if kernel.only not in (None, tuple(i[k] for k in step)):
+                if not kernel.serves(tuple(i[k] for k in step)):
                     continue
                 if bench.right(kernel, i):
                     kernel.measured[i] = bench.time(kernel, i, _best(pool, i))
@@ -286,11 +303,9 @@ def dynamic(
     predicted = {i: pool[chosen[table[i]]].predicted[i] for i in grid}
     anywhere, generic_ms = _fallbacks([pool[c] for c in chosen], figures, grid, bench)
     clock.lap("fallbacks")
-    picked = [pool[c].func for c in chosen]
+    picked = [pool[c] for c in chosen]
     unfixed = {(k, u) for k, c in enumerate(chosen) for u in pool[c].unfixed}
-    pads, beyond = _pads(
-        names, step, instances, picked, table, figures, generic_ms, unfixed, bench
-    )
+    pads, beyond = _pads(names, step, instances, picked, table, figures, generic_ms, unfixed, bench)
     clock.lap("padding")
     dispatching = _dispatching(
         func, names, step, instances, picked, table, anywhere, unfixed, pads, beyond
@@ -301,7 +316,7 @@ def dynamic(
     return Dynamic(
         dispatching,
         names,
-        picked,
+        [k.func for k in picked],
         table,
         latency,
         predicted,
@@ -319,7 +334,7 @@ def _dispatching(
     names: list[str],
     step: list[int],
     instances: Mapping[str, Sequence[int]],
-    picked: list[tirx.PrimFunc],
+    picked: list[_Kernel],
     table: dict[Instance, int],
     anywhere: dict[Instance, int],
     unfixed: set[tuple[int, Instance]],
@@ -327,7 +342,7 @@ def _dispatching(
     beyond: dict[int, tirx.PrimFunc],
 ) -> tirx.PrimFunc:
     """``func`` branching to ``picked`` by ``table``: at listed values of the step's sizes
-    to a kernel's body fixed at those values (:func:`specialize_body`; its generic body
+    to a kernel's body fixed at those values (:meth:`_Kernel.body`; its generic body
     where ``unfixed`` says so); at a batch ``b`` with ``pads[B] = (t, bodies)``, t < b <
     B, to the padded body of the kernel that serves batch ``B``; beyond the largest listed
     batch, to ``beyond``'s chunked body of the kernel serving it, where given; elsewhere
@@ -335,8 +350,8 @@ def _dispatching(
     grid = {n: instances[n] for n in names}
     generic = nearest_instance(func, grid, anywhere)
     if not step:
-        return dispatch(func, picked, generic)
-    bodies = list(picked)
+        return dispatch(func, [k.func for k in picked], generic)
+    bodies = [k.func for k in picked]
     variant: dict[tuple[int, Instance], int] = {}
     fixed_table = {}
     for i, k in table.items():
@@ -346,7 +361,7 @@ def _dispatching(
             continue
         if key not in variant:
             variant[key] = len(bodies)
-            bodies.append(specialize_body(picked[k], {names[s]: i[s] for s in step}))
+            bodies.append(picked[k].body({names[s]: i[s] for s in step}))
         fixed_table[i] = variant[key]
     sizes = size_vars(func)
     listed = None
@@ -375,7 +390,6 @@ def _dispatching(
     return dispatch(func, bodies, choice)
 
 
-
 def _joined(
     bodies_at: dict[Instance, tirx.PrimFunc],
     anywhere: dict[Instance, int],
@@ -393,11 +407,12 @@ def _joined(
         out[i] = index[id(body)]
     return out
 
+
 def _pads(
     names: list[str],
     step: list[int],
     instances: Mapping[str, Sequence[int]],
-    picked: list[tirx.PrimFunc],
+    picked: list[_Kernel],
     table: dict[Instance, int],
     figures: list[dict[Instance, float]],
     generic_ms: dict[Instance, float],
@@ -432,7 +447,10 @@ def _pads(
         if start >= at - 1:
             continue
         probe = tuple(start + 1 if k == step[0] else v for k, v in enumerate(first))
-        bodies = {k: _checked_padding(picked[k], {name: at}, False, probe, bench) for k in kernels}
+        bodies = {
+            k: _checked_padding(picked[k].body({name: at}), {name: at}, False, probe, bench)
+            for k in kernels
+        }
         if all(b is not None for b in bodies.values()):
             out[at] = (start, bodies)
             log(
@@ -446,7 +464,10 @@ def _pads(
     if 2 * figures[table[first]][first] >= generic_ms[first]:
         return out, {}
     probe = tuple(top + (top + 1) // 2 if k == step[0] else v for k, v in enumerate(first))
-    beyond = {k: _checked_padding(picked[k], {name: top}, True, probe, bench) for k in kernels}
+    beyond = {
+        k: _checked_padding(picked[k].body({name: top}), {name: top}, True, probe, bench)
+        for k in kernels
+    }
     if any(b is None for b in beyond.values()):
         return out, {}
     log(f"dynamic: {name} beyond {top} runs in chunks of {top}")
@@ -664,17 +685,19 @@ class _Bench:
         if not self.step:
             return kernel.lib
         key = tuple(instance[s] for s in self.step)
-        if kernel.only not in (None, key):
-            raise ScanLoweringError(f"dynamic: {kernel.where} serves {kernel.only} only")
+        if not kernel.serves(key):
+            raise ScanLoweringError(f"dynamic: {kernel.where} does not serve {key}")
         if key not in kernel.fixed:
             fixed = {self.names[s]: v for s, v in zip(self.step, key)}
             try:
-                kernel.fixed[key] = _build(specialize_body(kernel.func, fixed), self.target)
+                kernel.fixed[key] = _build(kernel.body(fixed), self.target)
             except Exception as err:  # a legality check or TVM's codegen, at that size
                 if kernel.lib is None:
                     raise
-                log(f"dynamic: {kernel.where} does not build with its body fixed at {fixed} "
-                    f"({_last(err)}); its generic build serves there")
+                log(
+                    f"dynamic: {kernel.where} does not build with its body fixed at {fixed} "
+                    f"({_last(err)}); its generic build serves there"
+                )
                 kernel.unfixed.add(key)
                 kernel.fixed[key] = kernel.lib
         return kernel.fixed[key]
@@ -782,28 +805,37 @@ def _replayed(
     expected: list,
     target: Target,
     where: str,
-    at: dict[str, int],
+    around: list[dict[str, int]],
 ) -> _Kernel | str:
     """The record's schedule on the symbolic function, built; where it does not replay
-    there, on the function with the step's sizes fixed ``at`` its representative (a
-    schedule may fuse a batch loop of extent 1 with another, which a symbolic batch
-    refuses), serving those sizes only; or why it is not a candidate."""
-    only = None
+    there, on the function with the step's sizes fixed at each of ``around`` (its
+    representative's first, which must take it) where it replays (a schedule may fuse a
+    batch loop of extent 1 with another, or tile a loop by factors whose product only
+    covers some extents, which a symbolic batch refuses), serving those sizes only; or
+    why it is not a candidate."""
     try:
         kernel = replay_sized(record.trace, func)
     except Exception as err:  # ScheduleError, TVM's InternalError on a symbolic tile
         why = f"does not replay on the symbolic function ({_last(err)})"
-        if not at:
+        if not around or not around[0]:
             return why
-        try:
-            kernel, only = replay_sized(record.trace, specialize_body(func, at)), at
-        except Exception as err2:
-            return f"{why}, nor at {at} ({_last(err2)})"
+        bodies = {}
+        for k, at in enumerate(around):
+            try:
+                body = replay_sized(record.trace, specialize_body(func, at))
+            except Exception as err2:
+                if k == 0:
+                    return f"{why}, nor at {at} ({_last(err2)})"
+                continue
+            broken = scan_violations(body, expected)
+            if broken and k == 0:
+                return f"breaks the scan: {'; '.join(broken)}"
+            if not broken:
+                bodies[tuple(at.values())] = body
+        return _Kernel(bodies[tuple(around[0].values())], None, why, {}, bodies=bodies)
     broken = scan_violations(kernel, expected)
     if broken:
         return f"breaks the scan: {'; '.join(broken)}"
-    if only is not None:
-        return _Kernel(kernel, None, why, {}, only=tuple(only.values()))
     try:
         lib = _build(kernel, target)
     except Exception as err:  # TVM's codegen
