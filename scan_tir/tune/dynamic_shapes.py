@@ -226,9 +226,10 @@ def dynamic(
                 log(f"dynamic: skipped {where}: {kernel}")
                 continue
             if kernel.bodies:
-                only = [dict(zip((names[k] for k in step), key)) for key in kernel.bodies]
-                skipped.append(f"{where}: serves {', '.join(map(str, only))} only ({kernel.where})")
-                log(f"dynamic: {where} serves {', '.join(map(str, only))} only ({kernel.where})")
+                sized = (dict(zip((names[k] for k in step), key)) for key in kernel.bodies)
+                only = ", ".join(map(str, sized))
+                skipped.append(f"{where}: serves {only} only ({kernel.where})")
+                log(f"dynamic: {skipped[-1]}")
                 kernel.where = where
             serves = [
                 i
@@ -820,7 +821,7 @@ def _replayed(
         if not around or not around[0]:
             return why
         bodies = {}
-        for k, at in enumerate(around):
+        for k, at in enumerate(around):  # its own sizes must take it, the others may
             try:
                 body = replay_sized(record.trace, specialize_body(func, at))
             except Exception as err2:
