@@ -100,7 +100,8 @@ def main() -> None:
     unlisted = [instance(t) for t in args.unlisted.split(",") if t]
     probes = listed if args.per_instance == "all" else [
         instance(t) for t in args.per_instance.split(",") if t]
-    func = workloads.get(args.workload, seq=grid["seq"][0], **sizes).symbolic_func(names)
+    zoo = workloads.get(args.workload, seq=grid["seq"][0], **sizes)
+    func = zoo.symbolic_func(names)
 
     def workload(at: tuple[int, ...]) -> workloads.Workload:
         return workloads.get(args.workload, **{**sizes, **dict(zip(names, at))})
@@ -116,7 +117,7 @@ def main() -> None:
                     population=args.population, kernels=args.kernels,
                     candidates=args.candidates, reach=None if args.reach < 0 else args.reach,
                     representatives=[instance(t) for t in args.tune_at.split(",") if t] or None,
-                    predict=not args.time_everywhere)
+                    predict=not args.time_everywhere, reference=zoo.symbolic_reference())
         return build(r.func), {
             "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
             "candidates": r.candidates, "skipped": r.skipped, "phases_s": r.seconds,

@@ -264,7 +264,8 @@ def _tune_dynamic(args: argparse.Namespace, workload) -> int:
             raise UsageError(f"--dynamic: expected SIZE=V,V,..., got {text!r}") from None
     func = workload.symbolic_func(list(instances))
     result = dynamic(func, args.work_dir, instances, trials=args.trials, kernels=args.kernels,
-                     population=args.population, predict=not args.time_everywhere)
+                     population=args.population, predict=not args.time_everywhere,
+                     reference=workload.symbolic_reference())
     print(f"{workload.recurrence.name}: {len(result.kernels)} kernels from "
           f"{result.candidates} timed records ({len(result.skipped)} skipped)")
     for instance, kernel in sorted(result.table.items()):

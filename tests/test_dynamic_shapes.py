@@ -108,6 +108,25 @@ def test_a_body_that_does_not_build_fixed_at_a_batch_is_served_generic_there(
 
 
 @pytest.mark.slow
+def test_kernels_are_checked_against_the_reference_given(tuned_dir):
+    """The workload's numpy reference in place of the untuned function: the same kernels
+    pass, and right; a reference one off everywhere leaves no kernel to serve."""
+    numpy_at = workloads.get("lstm", seq=16, **SIZES).symbolic_reference()
+    result = tune(tuned_dir, reference=numpy_at)
+    assert "of which the reference outputs" in result.seconds
+    lib = compile_func(result.func)
+    case = workloads.get("lstm", seq=33, **{**SIZES, "batch": 3})
+    got, want = outputs(case, lib, case.input_arrays())
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+    def one_off(sizes, inputs):
+        return [a + 1.0 for a in numpy_at(sizes, inputs)]
+
+    with pytest.raises(ScanLoweringError, match="wrong result at"):
+        tune(tuned_dir, reference=one_off)
+
+
+@pytest.mark.slow
 def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, monkeypatch):
     """The run tunes to four records (two more where an earlier test tuned two); the
     first record is made to fail to replay, generic and at its batch, and the result

@@ -74,6 +74,8 @@ from .target import default_target
 from .tuner import records_of, tune_module
 
 Instance = tuple[int, ...]
+#: (sizes by name, input arrays) -> output arrays; see :func:`dynamic`.
+Reference = Callable[[dict[str, int], list[np.ndarray]], list[np.ndarray]]
 
 #: A kernel whose one run at an instance takes ``RACE_MS`` or more (long enough that a
 #: cold cache does not count) and ``RACE`` times the fastest so far there is not timed
@@ -95,7 +97,7 @@ class Dynamic:
     predicted_ms: dict[Instance, float]  # the model's figure for it there
     candidates: int  # tuned records that replayed, built and were right where timed
     # wall time of each phase (tune, candidates, choice, fallbacks, padding, dispatch), and
-    # of the untuned function's runs among them (the checks' reference outputs)
+    # of the reference outputs' computation among them (what the checks compare with)
     seconds: dict[str, float]
     skipped: list[str] = field(default_factory=list)  # why a record was not used (where)
     # (kernel, step sizes) served by the kernel's generic body: its body fixed there
@@ -146,6 +148,7 @@ def dynamic(
     target: Target | None = None,
     population: int = 512,
     repeat: int = 3,
+    reference: Reference | None = None,
 ) -> Dynamic:
     """Tune ``func`` for the grid ``instances`` (size name -> values) and dispatch.
 
@@ -173,6 +176,14 @@ def dynamic(
         no size shapes the step) and predict the other instances
         (:mod:`~scan_tir.tune.instance_cost`); the chosen kernels are then checked and
         timed everywhere. False times every candidate everywhere.
+    reference
+        What the function computes at an instance (its sizes by name) from its inputs
+        (the parameters it does not write, in order): the outputs every kernel is checked
+        against there, before it is timed or served. Default: the untuned function's,
+        which at the longest instances takes most of the time spent choosing (its hoisted
+        products are untiled loops); a workload's numpy reference
+        (:meth:`~scan_tir.workloads.Workload.symbolic_reference`) computes the same in
+        seconds.
     """
     target = target or default_target()
     names, grid = _grid(func, instances)
@@ -206,7 +217,7 @@ def dynamic(
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
 
     timed_at = _timed_at(instances, names, step) if predict else grid
-    bench = _Bench(func, names, step, target, repeat)
+    bench = _Bench(func, names, step, target, repeat, reference)
     expected = expected_scans(tvm.IRModule({"main": func}))["main"]
     sizes = [size_vars(func)[n] for n in names]
     pool: list[_Kernel] = []
@@ -267,7 +278,7 @@ def dynamic(
         why = "no tuned record replays on the symbolic function: the untuned one serves"
         skipped.append(why)
         log(f"dynamic: {why}")
-        untuned = _Kernel(func, bench.reference, "untuned", {})
+        untuned = _Kernel(func, bench.untuned, "untuned", {})
         _time(untuned, timed_at, pool, bench, (grid, step, sizes))
         pool.append(untuned)
     clock.lap("candidates")
@@ -312,7 +323,7 @@ def dynamic(
         func, names, step, instances, picked, table, anywhere, unfixed, pads, beyond
     )
     clock.lap("dispatch")
-    clock.seconds["of which the untuned reference"] = bench.reference_s
+    clock.seconds["of which the reference outputs"] = bench.reference_s
     log("dynamic: " + ", ".join(f"{k} {v:.0f} s" for k, v in clock.seconds.items()))
     return Dynamic(
         dispatching,
@@ -649,8 +660,8 @@ def _task_name(names: list[str], instance: Instance) -> str:
 
 
 class _Bench:
-    """Inputs at each instance, the untuned function's outputs on them (made when first
-    needed), and the checks and timings of kernels there."""
+    """Inputs at each instance, the reference outputs on them (made when first needed),
+    and the checks and timings of kernels there."""
 
     def __init__(
         self,
@@ -659,14 +670,16 @@ class _Bench:
         step: list[int],
         target: Target,
         repeat: int,
+        reference: Reference | None = None,
     ):
         self.func, self.names, self.step, self.repeat = func, names, step, repeat
         self.target = target
-        self.reference = _build(func, target)
+        self.untuned = _build(func, target)
+        self.reference = reference
         written = accesses(func)[1]
         self.outputs = [k for k, p in enumerate(func.params) if any(p.same_as(w) for w in written)]
         self.cases: dict[Instance, tuple[list[np.ndarray], list[np.ndarray]]] = {}
-        self.reference_s = 0.0  # spent running the untuned function for the checks
+        self.reference_s = 0.0  # spent computing the reference outputs for the checks
 
     def case(self, instance: Instance) -> tuple[list[np.ndarray], list[np.ndarray]]:
         if instance not in self.cases:
@@ -675,9 +688,15 @@ class _Bench:
             rng = np.random.default_rng(0)
             args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
             start = time.perf_counter()
-            got = numerics.call(self.reference, args)
+            if self.reference is None:
+                got = numerics.call(self.untuned, args)
+                want = [got[k] for k in self.outputs]
+            else:
+                inputs = [a for k, a in enumerate(args) if k not in self.outputs]
+                sizes = dict(zip(self.names, instance))
+                want = [np.asarray(a) for a in self.reference(sizes, inputs)]
             self.reference_s += time.perf_counter() - start
-            self.cases[instance] = (args, [got[k] for k in self.outputs])
+            self.cases[instance] = (args, want)
         return self.cases[instance]
 
     def lib(self, kernel: _Kernel, instance: Instance) -> tvm.runtime.Module:

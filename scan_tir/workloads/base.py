@@ -122,6 +122,16 @@ class Workload:
         sizes = {**self.sizes, **{n: te.var(n) for n in names}}
         return create_prim_func(self.recurrence.build(**sizes), options=self.options)
 
+    def symbolic_reference(self) -> Callable[[dict[str, int], Sequence[np.ndarray]], Arrays]:
+        """The numpy reference of this workload with some sizes given at each call, for
+        :func:`symbolic_func`'s function (``dynamic``'s ``reference``): its parameters are
+        the inputs of every instance, in the same order."""
+
+        def at(sizes: dict[str, int], inputs: Sequence[np.ndarray]) -> Arrays:
+            return self.recurrence.numpy(*inputs, **{**self.sizes, **sizes})
+
+        return at
+
     def input_arrays(self, seed: int = 0) -> Arrays:
         """Random inputs in the recurrence's intended ranges, in parameter order."""
         arrays = self.recurrence.inputs(np.random.default_rng(seed), **self.sizes)

@@ -4,18 +4,30 @@ A rewrite that changes the order in which parts of a function run (a scan a chun
 the one that feeds it, an elementwise nest merged into the tiles of the product it reads)
 keeps the function's result when no two accesses to the same memory, one of them a write,
 change order. Each piece's accesses are taken from its blocks' declared regions, bounded
-over given loop ranges with ``sym.Analyzer`` interval sets: boxes, an over-approximation,
-so a check that passes is never wrong; a region the analyzer cannot bound counts as the
-whole buffer.
+over given loop ranges: boxes, an over-approximation, so a check that passes is never
+wrong. A region's bounds over the runs of a loop (:func:`chunks_of`) are its index
+expressions' least and greatest values, found by evaluating them at every point of the
+loops they use at once (numpy), where they use only those loops, few enough points and
+integer arithmetic; elsewhere, and for :func:`access`, ``sym.Analyzer`` interval sets
+bound them, run by run, and a region the analyzer cannot bound counts as the whole
+buffer. The evaluation is what makes the check cheap enough to run on every candidate of
+a tuning (``postprocs.FuseStepEpilogue`` checks each merge it makes): the interval sets
+cost an analyzer call per run, dimension and bound.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.sym import Analyzer, IntervalSet
+
+#: The most points (loop iterations) at which :func:`chunks_of` evaluates an index
+#: expression to bound it; beyond, the analyzer's interval sets bound it.
+MAX_POINTS = 1 << 16
 
 #: Per buffer, the box (lowest and highest index per dimension) of what a piece reads or
 #: writes.
@@ -72,24 +84,43 @@ def _bounds(analyzer: Analyzer, expr: tirx.Expr, dom: dict) -> tuple[int, int] |
 def _add(boxes: Boxes, region: object, binding: list, dom: dict) -> None:
     """Widen ``boxes`` by ``region`` of a block whose iterators are bound as ``binding``
     ((iterator, value) pairs), over the loop ranges ``dom``."""
+    analyzer = Analyzer()
+    box = [
+        _analyzed(analyzer, lo, hi, extent, dom)
+        for lo, hi, extent in _dims(region, binding)
+    ]
+    old = boxes.get(region.source)
+    boxes[region.source] = box if old is None else _hull(old, box)
+
+
+def _dims(region: object, binding: list) -> list[tuple[tirx.Expr, tirx.Expr, tirx.Expr]]:
+    """Per dimension of ``region``: its first and last index with the block's iterators
+    replaced by what ``binding`` binds them to, and the buffer's extent there."""
 
     def bound(var: tirx.Var) -> tirx.Expr:
         return next((value for iv, value in binding if iv.same_as(var)), var)
 
-    analyzer = Analyzer()
-    box = []
-    for dim, r in zip(region.source.shape, region.region):
-        lo = _bounds(analyzer, tvm_ffi.structural_map(r.min, (tirx.Var, bound)), dom)
-        last = tvm_ffi.structural_map(r.min + r.extent - 1, (tirx.Var, bound))
-        hi = _bounds(analyzer, last, dom)
-        if lo is not None and hi is not None:
-            box.append((lo[0], hi[1]))
-        elif isinstance(dim, tirx.IntImm):  # not bounded: the whole dimension
-            box.append((0, int(dim) - 1))
-        else:
-            box.append((-(2**62), 2**62))
-    old = boxes.get(region.source)
-    boxes[region.source] = box if old is None else _hull(old, box)
+    return [
+        (
+            tvm_ffi.structural_map(r.min, (tirx.Var, bound)),
+            tvm_ffi.structural_map(r.min + r.extent - 1, (tirx.Var, bound)),
+            dim,
+        )
+        for dim, r in zip(region.source.shape, region.region)
+    ]
+
+
+def _analyzed(
+    analyzer: Analyzer, first: tirx.Expr, last: tirx.Expr, extent: tirx.Expr, dom: dict
+) -> tuple[int, int]:
+    """The interval sets' bounds of indices from ``first`` to ``last`` over ``dom``; where
+    they are not constants, the whole dimension (of ``extent``)."""
+    lo, hi = _bounds(analyzer, first, dom), _bounds(analyzer, last, dom)
+    if lo is not None and hi is not None:
+        return lo[0], hi[1]
+    if isinstance(extent, tirx.IntImm):
+        return 0, int(extent) - 1
+    return -(2**62), 2**62
 
 
 def _hull(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -121,15 +152,108 @@ def chunks_of(
     that ``chunks`` divides."""
     size = int(loop.extent) // chunks
     inner = [r for stmt in (stmts or [loop.body]) for r in realizes(stmt)]
-    out = []
-    for c in range(chunks):
-        acc = Access({}, {})
-        for realize, loops in inner:
-            dom = loop_dom(loops)
-            dom[loop.loop_var] = IntervalSet(c * size, c * size + size - 1)
-            acc.include(access(realize, dom))
-        out.append(acc)
+    out = [Access({}, {}) for _ in range(chunks)]
+    for realize, loops in inner:
+        runs = _evaluated(realize, [loop, *loops], chunks)
+        if runs is None:
+            runs = []
+            for c in range(chunks):
+                dom = loop_dom(loops)
+                dom[loop.loop_var] = IntervalSet(c * size, c * size + size - 1)
+                runs.append(access(realize, dom))
+        for acc, run in zip(out, runs):
+            acc.include(run)
     return out
+
+
+def _evaluated(
+    realize: s_tir.SBlockRealize, loops: list[tirx.For], chunks: int
+) -> list[Access] | None:
+    """What the block of ``realize`` touches in each of ``chunks`` runs of ``loops[0]``,
+    the loops above it being ``loops``: each index evaluated at every iteration; one that
+    uses a variable from outside ``loops`` (a scan's time step, the same in every run)
+    bounded by the analyzer, run by run. None where the loops' ranges are not constants or
+    an index has too many points."""
+    if not all(isinstance(x, tirx.IntImm) for lp in loops for x in (lp.min, lp.extent)):
+        return None
+    axes = {}
+    for k, lp in enumerate(loops):
+        shape = [1] * len(loops)
+        shape[k] = int(lp.extent)
+        start = int(lp.min)
+        axes[lp.loop_var] = np.arange(start, start + int(lp.extent), dtype=np.int64).reshape(shape)
+    first = int(loops[0].extent)
+    size = first // chunks
+    block = realize.block
+    binding = [(iv.var, value) for iv, value in zip(block.iter_vars, realize.iter_values)]
+    analyzer, doms = Analyzer(), []
+    runs = [Access({}, {}) for _ in range(chunks)]
+    for regions, side in ((block.reads, "reads"), (block.writes, "writes")):
+        for region in regions:
+            columns = []  # per dimension, (lowest, highest) per run
+            for lo, hi, extent in _dims(region, binding):
+                values = [_value(e, axes) for e in (lo, hi)]
+                if any(v is None for v in values):
+                    if not doms:
+                        doms = [loop_dom(loops[1:]) for _ in range(chunks)]
+                        for c, dom in enumerate(doms):
+                            dom[loops[0].loop_var] = IntervalSet(c * size, c * size + size - 1)
+                    columns.append([_analyzed(analyzer, lo, hi, extent, d) for d in doms])
+                    continue
+                full = [np.broadcast_to(v, (first, *v.shape[1:])) for v in values]
+                if full[0].size > MAX_POINTS or full[1].size > MAX_POINTS:
+                    return None
+                lows = full[0].reshape(chunks, -1).min(axis=1)
+                highs = full[1].reshape(chunks, -1).max(axis=1)
+                columns.append(list(zip(lows.tolist(), highs.tolist())))
+            for c, run in enumerate(runs):
+                box = [column[c] for column in columns]
+                mine = getattr(run, side)
+                old = mine.get(region.source)
+                mine[region.source] = box if old is None else _hull(old, box)
+    return runs
+
+
+def _floordiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a // b
+
+
+def _truncdiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
+
+
+#: Integer operations an index is evaluated through; any other node is not evaluated.
+_OPS: dict[type, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    tirx.Add: np.add,
+    tirx.Sub: np.subtract,
+    tirx.Mul: np.multiply,
+    tirx.FloorDiv: _floordiv,
+    tirx.FloorMod: np.mod,
+    tirx.Div: _truncdiv,
+    tirx.Mod: lambda a, b: a - b * _truncdiv(a, b),
+    tirx.Min: np.minimum,
+    tirx.Max: np.maximum,
+}
+
+
+def _value(expr: tirx.Expr, axes: dict) -> np.ndarray | None:
+    """``expr`` at every point of the loops ``axes`` (loop variable -> its values along an
+    axis of its own), broadcast; None where it uses another variable or operation."""
+    if isinstance(expr, tirx.IntImm):
+        return np.full((1,) * len(next(iter(axes.values())).shape), int(expr), dtype=np.int64)
+    if isinstance(expr, tirx.Var):
+        return next((v for var, v in axes.items() if var.same_as(expr)), None)
+    if isinstance(expr, tirx.Cast) and "int" in str(expr.dtype):
+        return _value(expr.value, axes)
+    op = _OPS.get(type(expr))
+    if op is None:
+        return None
+    a, b = _value(expr.a, axes), _value(expr.b, axes)
+    if a is None or b is None:
+        return None
+    if op in (_floordiv, np.mod, _truncdiv) and np.any(b == 0):
+        return None
+    return op(a, b)
 
 
 def _overlap(a: Boxes, b: Boxes) -> tirx.Buffer | None:
