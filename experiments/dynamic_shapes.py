@@ -117,7 +117,7 @@ def main() -> None:
                     population=args.population, kernels=args.kernels,
                     candidates=args.candidates, reach=None if args.reach < 0 else args.reach,
                     representatives=[instance(t) for t in args.tune_at.split(",") if t] or None,
-                    predict=not args.time_everywhere, reference=zoo.symbolic_reference())
+                    predict=not args.time_everywhere, reference=zoo.symbolic_case())
         return build(r.func), {
             "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
             "candidates": r.candidates, "skipped": r.skipped, "phases_s": r.seconds,

@@ -265,7 +265,7 @@ def _tune_dynamic(args: argparse.Namespace, workload) -> int:
     func = workload.symbolic_func(list(instances))
     result = dynamic(func, args.work_dir, instances, trials=args.trials, kernels=args.kernels,
                      population=args.population, predict=not args.time_everywhere,
-                     reference=workload.symbolic_reference())
+                     reference=workload.symbolic_case())
     print(f"{workload.recurrence.name}: {len(result.kernels)} kernels from "
           f"{result.candidates} timed records ({len(result.skipped)} skipped)")
     for instance, kernel in sorted(result.table.items()):

@@ -109,9 +109,10 @@ def test_a_body_that_does_not_build_fixed_at_a_batch_is_served_generic_there(
 
 @pytest.mark.slow
 def test_kernels_are_checked_against_the_reference_given(tuned_dir):
-    """The workload's numpy reference in place of the untuned function: the same kernels
-    pass, and right; a reference one off everywhere leaves no kernel to serve."""
-    numpy_at = workloads.get("lstm", seq=16, **SIZES).symbolic_reference()
+    """The workload's inputs and numpy reference in place of the untuned function's: the
+    same kernels pass, and right; a reference one off everywhere leaves no kernel to
+    serve."""
+    numpy_at = workloads.get("lstm", seq=16, **SIZES).symbolic_case()
     result = tune(tuned_dir, reference=numpy_at)
     assert "of which the reference outputs" in result.seconds
     lib = compile_func(result.func)
@@ -119,8 +120,9 @@ def test_kernels_are_checked_against_the_reference_given(tuned_dir):
     got, want = outputs(case, lib, case.input_arrays())
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
 
-    def one_off(sizes, inputs):
-        return [a + 1.0 for a in numpy_at(sizes, inputs)]
+    def one_off(sizes):
+        inputs, want = numpy_at(sizes)
+        return inputs, [a + 1.0 for a in want]
 
     with pytest.raises(ScanLoweringError, match="wrong result at"):
         tune(tuned_dir, reference=one_off)

@@ -10,10 +10,11 @@ import tvm
 from tuning import tune_and_replay
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
-from util import ATOL, RTOL, assert_close, block_names, compile_func, outputs
+from util import ATOL, RTOL, assert_close, block_names, compile_func, outputs, run
 from workloads import SMALL, check_long_sequence, with_seq
 
 import scan_tir
+from scan_tir.tune.symbolic import specialize
 from scan_tir.workloads import CONFIGS, RECURRENCES, get, workload_of
 
 
@@ -152,3 +153,18 @@ def test_untagged_function_has_no_workload(config):
     """The tag is the only way back: a function lowered without the zoo, even a config's
     very function, is nobody's workload (no structural guess)."""
     assert workload_of(scan_tir.create_prim_func(get(config).tensors())) is None
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru"])
+def test_a_symbolic_case_is_what_the_function_computes_at_its_sizes(name):
+    """``symbolic_case`` at some sizes: inputs for the symbolic function fixed there and
+    the numpy reference of them, which the untuned function meets within ``dynamic``'s
+    check (1e-4), fast activations included."""
+    zoo = get(name, seq=8, batch=2, input=24, hidden=16)
+    func = zoo.symbolic_func(["batch", "seq"])
+    inputs, want = zoo.symbolic_case()({"batch": 3, "seq": 5})
+    assert inputs[0].shape == (5, 3, 24)
+    lib = compile_func(specialize(func, {"batch": 3, "seq": 5}))
+    got = run(lib, inputs, [w.shape for w in want])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

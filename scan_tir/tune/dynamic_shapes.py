@@ -74,8 +74,8 @@ from .target import default_target
 from .tuner import records_of, tune_module
 
 Instance = tuple[int, ...]
-#: (sizes by name, input arrays) -> output arrays; see :func:`dynamic`.
-Reference = Callable[[dict[str, int], list[np.ndarray]], list[np.ndarray]]
+#: sizes by name -> (input arrays, expected output arrays) there; see :func:`dynamic`.
+Reference = Callable[[dict[str, int]], tuple[list[np.ndarray], list[np.ndarray]]]
 
 #: A kernel whose one run at an instance takes ``RACE_MS`` or more (long enough that a
 #: cold cache does not count) and ``RACE`` times the fastest so far there is not timed
@@ -177,13 +177,13 @@ def dynamic(
         (:mod:`~scan_tir.tune.instance_cost`); the chosen kernels are then checked and
         timed everywhere. False times every candidate everywhere.
     reference
-        What the function computes at an instance (its sizes by name) from its inputs
-        (the parameters it does not write, in order): the outputs every kernel is checked
-        against there, before it is timed or served. Default: the untuned function's,
-        which at the longest instances takes most of the time spent choosing (its hoisted
-        products are untiled loops); a workload's numpy reference
-        (:meth:`~scan_tir.workloads.Workload.symbolic_reference`) computes the same in
-        seconds.
+        Inputs at an instance (its sizes by name; the parameters the function does not
+        write, in order) and the outputs expected from them: what every kernel is checked
+        against there before it is timed or served, and run on. Default: random inputs
+        and the untuned function's outputs, which at the longest instances take most of
+        the time spent choosing (its hoisted products are untiled loops); a workload's
+        inputs and numpy reference (:meth:`~scan_tir.workloads.Workload.symbolic_case`)
+        take seconds.
     """
     target = target or default_target()
     names, grid = _grid(func, instances)
@@ -685,16 +685,20 @@ class _Bench:
         if instance not in self.cases:
             fixed = specialize(self.func, dict(zip(self.names, instance)))
             shapes = [(tuple(int(d) for d in p.ty.shape), str(p.ty.dtype)) for p in fixed.params]
-            rng = np.random.default_rng(0)
-            args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
             start = time.perf_counter()
             if self.reference is None:
+                rng = np.random.default_rng(0)
+                args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
                 got = numerics.call(self.untuned, args)
                 want = [got[k] for k in self.outputs]
             else:
-                inputs = [a for k, a in enumerate(args) if k not in self.outputs]
-                sizes = dict(zip(self.names, instance))
-                want = [np.asarray(a) for a in self.reference(sizes, inputs)]
+                inputs, want = self.reference(dict(zip(self.names, instance)))
+                given = iter(inputs)
+                args = [
+                    np.zeros(s, d) if k in self.outputs else np.asarray(next(given), d)
+                    for k, (s, d) in enumerate(shapes)
+                ]
+                want = [np.asarray(a) for a in want]
             self.reference_s += time.perf_counter() - start
             self.cases[instance] = (args, want)
         return self.cases[instance]

@@ -122,13 +122,18 @@ class Workload:
         sizes = {**self.sizes, **{n: te.var(n) for n in names}}
         return create_prim_func(self.recurrence.build(**sizes), options=self.options)
 
-    def symbolic_reference(self) -> Callable[[dict[str, int], Sequence[np.ndarray]], Arrays]:
-        """The numpy reference of this workload with some sizes given at each call, for
-        :func:`symbolic_func`'s function (``dynamic``'s ``reference``): its parameters are
-        the inputs of every instance, in the same order."""
+    def symbolic_case(
+        self, seed: int = 0
+    ) -> Callable[[dict[str, int]], tuple[Arrays, Arrays]]:
+        """This workload's inputs and numpy reference outputs with some sizes given at
+        each call, for :func:`symbolic_func`'s function (``dynamic``'s ``reference``):
+        inputs in the recurrence's working range, where fast activations are as exact as
+        the checks need (on inputs in (-1, 1) an approximate tanh saturates off by more)."""
 
-        def at(sizes: dict[str, int], inputs: Sequence[np.ndarray]) -> Arrays:
-            return self.recurrence.numpy(*inputs, **{**self.sizes, **sizes})
+        def at(sizes: dict[str, int]) -> tuple[Arrays, Arrays]:
+            instance = Workload(self.recurrence, {**self.sizes, **sizes}, self.options)
+            inputs = instance.input_arrays(seed)
+            return inputs, instance.numpy(inputs)
 
         return at
 
