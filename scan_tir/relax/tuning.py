@@ -35,6 +35,7 @@ from ..transform.layout_free import safe_layout_free
 from ..tune.measure import build_candidate, local_runner
 from ..tune.pooled_builder import PooledBuilder
 from ..tune.progress import count_lines, log, records_file, watch_records
+from ..tune.search import evolutionary_search
 from ..tune.space import scan_space
 from ..tune.symbolic import size_vars, specialize
 from .frontend import DIM_NAMES_ATTR
@@ -218,9 +219,7 @@ def tune(
         extracted,
         str(work_dir),
         space=scan_space(target),
-        strategy=ms.search_strategy.EvolutionarySearch(
-            population_size=population, init_min_unmeasured=min(50, population)
-        ),
+        strategy=evolutionary_search(population, max_trials_global - before),
     )
     trials = max_trials_global - before
     total = count_lines(records_file(work_dir)) + trials

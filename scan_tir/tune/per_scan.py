@@ -41,6 +41,7 @@ from ..transform.segments import Segment, names, same_shape, scan_segments
 from .measure import build_candidate, local_runner
 from .pooled_builder import PooledBuilder
 from .progress import count_lines, log, records_file, watch_records
+from .search import evolutionary_search
 from .space import scan_space
 
 #: The pipelines tried on a composed schedule (the most chunks of each).
@@ -258,9 +259,7 @@ def tune_per_scan(
                 mod=task.mod,
                 target=target,
                 space_generator=scan_space(target),
-                search_strategy=ms.search_strategy.EvolutionarySearch(
-                    population_size=population, init_min_unmeasured=min(50, population)
-                ),
+                search_strategy=evolutionary_search(population, trials - before),
                 task_name=f"{label}:segment{k}",
             )
             for k, task in enumerate(tasks)

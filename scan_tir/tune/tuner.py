@@ -26,6 +26,7 @@ from .measure import build_candidate, local_runner, rpc_runner
 from .per_scan import tune_per_scan
 from .pooled_builder import PooledBuilder
 from .progress import count_lines, log, records_file, watch_records
+from .search import evolutionary_search
 from .space import scan_space
 from .target import default_target
 
@@ -67,9 +68,7 @@ def tune_module(
             space=scan_space(target),
             builder=PooledBuilder(timeout_sec=build_timeout_s, f_build=build_candidate),
             runner=runner if runner is not None else local_runner(),
-            strategy=ms.search_strategy.EvolutionarySearch(
-                population_size=population, init_min_unmeasured=min(50, population)
-            ),
+            strategy=evolutionary_search(population, trials),
         )
     seconds = time.perf_counter() - t
     log(f"{label}: tuning done in {seconds:.0f} s")
