@@ -5,7 +5,7 @@ A zoo recurrence (``--workload``: topi's LSTM by default, or the GRU of config E
 ``seq`` (and, with ``--batches``, ``batch``) symbolic, tuned three ways:
 
 - dynamic: :func:`scan_tir.tune.dynamic` over the grid (tuned at every listed batch at
-  the second shortest length, or at the corners with the length alone symbolic, each with its
+  the shortest length, or at the corners with the length alone symbolic, each with its
   share of ``--trials``; the best ``--candidates`` of each timed at the two shortest lengths
   of their batch and the ``--reach`` nearest listed batches, and predicted at
   the others, unless ``--time-everywhere``; at most ``--kernels`` chosen, one function
@@ -70,7 +70,7 @@ def main() -> None:
     p.add_argument("--candidates", type=int, default=2, help="best records per batch timed")
     p.add_argument("--tune-at", default="",
                    help="instances dynamic tunes at, comma-separated (default: every "
-                        "listed batch at the second shortest length)")
+                        "(reach + 1)-th listed batch, ends included, at the shortest length)")
     p.add_argument("--reach", type=int, default=1,
                    help="listed batches on either side of its own a candidate is timed at "
                         "(-1: all)")

@@ -244,19 +244,23 @@ def test_bad_instances_are_refused_before_tuning(tmp_path, instances, message):
 
 
 def test_the_batch_shapes_the_step_and_the_length_only_repeats_it():
-    """Tuned at every listed batch at the second shortest length, timed at the two
-    shortest lengths; a function of symbolic length alone is tuned and timed at its
-    corners."""
+    """Tuned at every listed batch at the shortest length, timed at the two shortest
+    lengths; a function of symbolic length alone is tuned and timed at its corners."""
     names, grid = ["batch", "seq"], {"batch": [4, 1, 2], "seq": [256, 16, 64]}
     step = dyn._step_sizes(symbolic_lstm(names), names)
     assert step == [0]
-    assert dyn._representatives(grid, names, step) == [(1, 64), (2, 64), (4, 64)]
-    assert dyn._representatives({"batch": [2, 1], "seq": [16]}, names, step) == [
-        (1, 16), (2, 16)]  # one length listed: that one
+    assert dyn._representatives(grid, names, step, 0) == [(1, 16), (2, 16), (4, 16)]
+    assert dyn._representatives(grid, names, step, 1) == [(1, 16), (4, 16)]
+    batches = {"batch": [1, 2, 4, 8, 16, 32, 64], "seq": [16, 64]}  # every listed batch
+    assert dyn._representatives(batches, names, step, 1) == [  # within one of a tuned one
+        (1, 16), (4, 16), (16, 16), (64, 16)]
+    batches["batch"].remove(64)  # the largest is tuned, whatever the stride
+    assert dyn._representatives(batches, names, step, 1) == [
+        (1, 16), (4, 16), (16, 16), (32, 16)]
     assert dyn._timed_at(grid, names, step) == [
         (1, 16), (1, 64), (2, 16), (2, 64), (4, 16), (4, 64)]
     assert dyn._step_sizes(symbolic_lstm(["seq"]), ["seq"]) == []
-    assert dyn._representatives({"seq": [16, 64, 256]}, ["seq"], []) == [(16,), (256,)]
+    assert dyn._representatives({"seq": [16, 64, 256]}, ["seq"], [], 1) == [(16,), (256,)]
 
 
 @pytest.mark.slow

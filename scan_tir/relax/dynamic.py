@@ -6,7 +6,7 @@ each replaced by one function that dispatches by shape (DietCode on the Relax pa
 symbolic sizes goes through :func:`scan_tir.tune.dynamic` instead: the module's grid of
 shapes (by its size names or ``torch.export.Dim`` names) is carried to each kernel's own
 sizes through the calls that pass them, the kernel is tuned for that grid (at every
-listed batch at the second shortest length; see :mod:`scan_tir.tune.dynamic_shapes`) into the
+listed batch at the shortest length; see :mod:`scan_tir.tune.dynamic_shapes`) into the
 one work dir, and the chosen schedules are joined into one kernel that branches by shape
 (a TIR branch inside the kernel, so the Relax program is unchanged). Weights stay as given
 (no layout-free repacking: a kernel chosen at run time reads the weights its caller

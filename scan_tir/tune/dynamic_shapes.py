@@ -4,10 +4,11 @@ Serving traffic has every batch size and sequence length; MetaSchedule tunes one
 shape. DietCode (MLSys 2022) tunes once for a set of shape instances and dispatches among
 a few kernels at run time. A recurrence's sizes are of two kinds: a length, which only
 repeats the step (the serial time loop), and sizes that shape the step (a batch), on
-which the step's best tiles depend. So the function is tuned at every listed value of
-the step's sizes at the second shortest length (cheap to measure, and long enough that
-the search weighs the step over the call; the grid's corners where no size shapes the
-step), each with its share of the budget. The best records of each are
+which the step's best tiles depend. So the function is tuned at listed values of the
+step's sizes at the shortest length (cheap to measure; the grid's corners where no size
+shapes the step), each with its share of the budget: every other one where candidates
+are timed one listed value away (``reach=1``), as each task costs the search's fixed
+cost more than its trials. The best records of each are
 replayed on the symbolic function (:func:`~scan_tir.tune.symbolic.replay_sized`, which
 keeps tile shapes and pads the hoisted product) and built, generic and with the body
 fixed at the step sizes near the ones it was tuned at (:func:`specialize_body`: a
@@ -166,8 +167,10 @@ def dynamic(
         A candidate is built and timed at the listed values of the step's sizes at most
         this many places from its representative's, on either side (None: at all).
     representatives
-        Instances tuned at; default every listed value of the step's sizes at the
-        second shortest length (the grid's corners where no size shapes the step).
+        Instances tuned at; default every ``reach + 1``-th listed value of the step's
+        sizes (the smallest and largest included) at the shortest length, so that every
+        listed value is within ``reach`` of a tuned one (the grid's corners where no
+        size shapes the step).
     predict
         Time each candidate at the two shortest lengths only (the grid's corners where
         no size shapes the step) and predict the other instances
@@ -192,7 +195,7 @@ def dynamic(
     reps = (
         list(representatives)
         if representatives is not None
-        else _representatives(instances, names, step)
+        else _representatives(instances, names, step, reach)
     )
     clock = _Clock()
     main = func.with_attr("global_symbol", "main")  # as MetaSchedule's builder and runner call it
@@ -578,20 +581,24 @@ def _step_sizes(func: tirx.PrimFunc, names: list[str]) -> list[int]:
 
 
 def _representatives(
-    instances: Mapping[str, Sequence[int]], names: list[str], step: list[int]
+    instances: Mapping[str, Sequence[int]], names: list[str], step: list[int], reach: int | None
 ) -> list[Instance]:
-    """Every listed value of the step's sizes, at the second shortest listed length (the
-    shortest where only one is listed): short enough to measure in milliseconds, long
-    enough that the step's cost outweighs the call's (a search at the shortest keeps
-    schedules that save a fixed cost per call at the price of a slower step; notes.md,
-    issue 17). Every step size is tuned, not only some with the others served by their
-    neighbours' records: a neighbour's best record transfers well to some sizes and not
-    to others. The grid's corners where there is no length or no step size."""
+    """Listed values of the step's sizes at the shortest lengths (a short length is cheap
+    to measure and has the same step): every ``reach + 1``-th of each, its smallest and
+    largest included, so that every listed value is within ``reach`` places of a tuned
+    one, where that one's candidates are timed (all of them where ``reach`` is 0 or
+    None). Each task tuned costs the search's fixed cost (sampling and evolving its
+    population), more than its trials do. The grid's corners where there is no length
+    or no step size."""
     if not step or len(step) == len(names):
         return _corners(instances, names)
+    stride = reach + 1 if reach else 1
+
+    def tuned(values: list[int]) -> list[int]:
+        return sorted({*values[::stride], values[-1]})
+
     values = [
-        sorted(set(instances[n])) if k in step else sorted(set(instances[n]))[1:2]
-        or [min(instances[n])]
+        tuned(sorted(set(instances[n]))) if k in step else [min(instances[n])]
         for k, n in enumerate(names)
     ]
     return list(itertools.product(*values))
