@@ -2,7 +2,8 @@
 
 :func:`tune` tunes a zoo workload into a work dir (what ``scan-tir tune`` runs), one task
 per function or (:func:`tune_per_scan`) one per scan, composed;
-:func:`scan_space` is the space to pass to a plain ``ms.tune_tir``; :func:`specialize`
+:func:`scan_space` is the space to pass to a plain ``ms.tune_tir`` (and
+:func:`evolutionary_search` its search strategy); :func:`specialize`
 and :func:`apply_best` serve a function of symbolic length from a fixed-length tuning;
 :func:`dispatch` joins several schedules of one function into one that picks by shape
 (with :func:`nearest_instance`, the schedule of the size instance a shape rounds up to),
@@ -18,6 +19,7 @@ from .measure import build_candidate, local_runner, parse_rpc, rpc_runner
 from .per_scan import PerScanResult, compose, scan_tasks, tune_per_scan
 from .pooled_builder import PooledBuilder
 from .progress import log
+from .search import evolutionary_search
 from .space import scan_space
 from .symbolic import apply_best, size_vars, specialize
 from .target import default_target
@@ -35,6 +37,7 @@ __all__ = [
     "default_target",
     "dispatch",
     "dynamic",
+    "evolutionary_search",
     "local_runner",
     "linear_forms",
     "log",
