@@ -215,13 +215,13 @@ def tune(
         log(f"relax: {before} records in {work_dir} already, budget {max_trials_global}: done")
         return ms.database.JSONDatabase(work_dir=str(work_dir))
     log(f"relax: {len(extracted)} tasks ({names}); {before} records there already")
+    trials = max_trials_global - before
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted,
         str(work_dir),
         space=scan_space(target),
-        strategy=evolutionary_search(population, max_trials_global - before),
+        strategy=evolutionary_search(population, trials),
     )
-    trials = max_trials_global - before
     total = count_lines(records_file(work_dir)) + trials
     with watch_records("relax", work_dir, period_s=5.0, total=total):
         ms.tune_tasks(

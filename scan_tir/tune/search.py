@@ -4,10 +4,11 @@ MetaSchedule's default cost model, XGBoost, scores candidates uniformly at rando
 it holds ``num_warmup_samples`` measurements (``XGBModel.predict`` in TVM's
 ``s_tir/meta_schedule/cost_model/xgb_model.py``), and the evolutionary search keeps
 each generation's best by those scores. So in a run that measures fewer candidates than
-that, every generation selects at random: its mutations cost most of a short search's
-time (profiled in notes.md) and choose nothing a draw from the initial population would
-not. Such a run measures from its sampled population directly (``genetic_num_iters=0``);
-a longer one evolves as MetaSchedule does, since its model trains during the run.
+that, every generation selects at random: its mutations cost a large share of a short
+search's time (profiled in notes.md) and choose nothing a draw from the initial
+population would not. Such a run measures from its sampled population directly
+(``genetic_num_iters=0``); a longer one evolves as MetaSchedule does, since its model
+trains during the run.
 """
 
 from __future__ import annotations
