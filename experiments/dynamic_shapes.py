@@ -118,7 +118,7 @@ def main() -> None:
                     candidates=args.candidates, reach=None if args.reach < 0 else args.reach,
                     representatives=[instance(t) for t in args.tune_at.split(",") if t] or None,
                     predict=not args.time_everywhere, reference=zoo.symbolic_case())
-        return build(r.func), {
+        return r.compile(default_target()).jit(), {
             "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
             "candidates": r.candidates, "skipped": r.skipped, "phases_s": r.seconds,
             "table": {key(i): k for i, k in r.table.items()},
@@ -126,6 +126,8 @@ def main() -> None:
             "predicted_ms": {key(i): v for i, v in r.predicted_ms.items()},
             "padded_from": {str(at): start for at, start in r.padded.items()},
             "chunked": r.chunked,
+            "held": {key(i): dict(p for p in k if isinstance(p, tuple))
+                     for i, k in r.keys.items() if any(isinstance(p, tuple) for p in k)},
         }
 
     def tuned_once():  # today's way: one shape tuned, its best schedule replayed
@@ -214,8 +216,10 @@ def main() -> None:
           + "; padded: " + (", ".join(
               f"{names[0]} {start} to {int(at) - 1} on the bodies of {at}"
               for at, start in facts["dynamic"].get("padded_from", {}).items()) or "none")
-          + ("; beyond the largest in chunks of it." if facts["dynamic"].get("chunked")
-             else "."))
+          + ("; beyond the largest in chunks of it" if facts["dynamic"].get("chunked")
+             else "")
+          + "; row tiles held to the length at: "
+          + (", ".join(facts["dynamic"].get("held", {})) or "none") + ".")
     print(markdown_table(
         ["instance", "listed", "kernel", "dynamic ms", "predicted", "single ms",
          "per-instance ms", "PyTorch ms", "onnxruntime ms", "dyn / single",

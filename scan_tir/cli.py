@@ -245,9 +245,6 @@ def _tune_forms(args: argparse.Namespace, workload) -> int:
 
 
 def _tune_dynamic(args: argparse.Namespace, workload) -> int:
-    import tvm
-
-    from .transform.pipeline import PIPELINE
     from .tune import default_target, dynamic
 
     if args.per_scan or args.rpc:
@@ -275,10 +272,7 @@ def _tune_dynamic(args: argparse.Namespace, workload) -> int:
     for at, start in sorted(result.padded.items()):
         print(f"  step size {start} to {at - 1}: the bodies of {at}, on padded copies")
     if args.out:
-        mod = tvm.IRModule({"main": result.func.with_attr("global_symbol", "main")})
-        tvm.compile(mod, target=default_target(), tir_pipeline=PIPELINE).export_library(
-            str(args.out)
-        )
+        result.compile(default_target()).export_library(str(args.out))
         print(f"wrote {args.out} (tvm.runtime.load_module; 'main' takes the function's "
               "inputs and outputs at any size)")
     return OK

@@ -9,13 +9,15 @@ import tvm_ffi
 from tvm import s_tir, te
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
+from tvm.target import Target
 from util import ATOL, RTOL, compile_func, outputs
 
 import scan_tir
 from scan_tir import scan_space, workloads
 from scan_tir.errors import ScanLoweringError
 from scan_tir.transform import merged_unsafely
-from scan_tir.tune.dispatch import dispatch, nearest_instance
+from scan_tir.transform.pipeline import PIPELINE
+from scan_tir.tune.dispatch import LLVM_OPTIONS, dispatch, dispatch_target, nearest_instance
 from scan_tir.tune.symbolic import replay_sized, size_vars, specialize, specialize_body
 
 n = te.var("n")
@@ -125,12 +127,23 @@ def test_dispatched_lstm_is_right_at_every_length():
     shows at long lengths: 1024 is here)."""
     func, kernels = lstm_kernels(2)
     choice = nearest_instance(func, {"seq": [8, 64]}, {(8,): 0, (64,): 1})
-    lib = compile_func(dispatch(func, kernels, choice))
+    mod = tvm.IRModule({"main": dispatch(func, kernels, choice)})
+    lib = tvm.compile(mod, target=dispatch_target(Target("llvm")), tir_pipeline=PIPELINE)
     for seq in (1, 7, 8, 9, 64, 65, 1024):
         wl = workloads.get("lstm", seq=seq, batch=2, input=16, hidden=32)
         got, want = outputs(wl, lib, wl.input_arrays())
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"seq={seq}")
+
+
+def test_the_dispatch_target_adds_its_llvm_options_once_and_keeps_the_others():
+    """A user's own LLVM options stay; building twice for it adds nothing; a target
+    other than llvm is left alone."""
+    own = Target({"kind": "llvm", "cl-opt": ["-unroll-threshold:int=100"]})
+    once = dispatch_target(own)
+    assert list(once.attrs["cl-opt"]) == ["-unroll-threshold:int=100", *LLVM_OPTIONS]
+    assert list(dispatch_target(once).attrs["cl-opt"]) == list(once.attrs["cl-opt"])
+    assert str(dispatch_target(Target("c"))) == str(Target("c"))
 
 
 def test_a_kernel_that_is_not_a_schedule_of_the_function_is_refused():

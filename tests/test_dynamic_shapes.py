@@ -17,7 +17,7 @@ from scan_tir.errors import ScanLoweringError
 from scan_tir.lower.vocabulary import expected_scans, find_scans
 from scan_tir.tune import default_target
 from scan_tir.tune import dynamic_shapes as dyn
-from scan_tir.tune.symbolic import specialize
+from scan_tir.tune.symbolic import replay_sized, specialize, specialize_body
 
 SIZES = {"batch": 2, "input": 16, "hidden": 32}
 
@@ -55,12 +55,12 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     assert set(result.table.values()) <= set(range(len(result.kernels)))
     # each kernel generic, fixed at every listed batch it serves, padded there where
     # batches below it run padded, and in chunks of batch 4 where batches beyond it do
-    fixed = {(k, (batch,)) for (batch, _), k in result.table.items()}  # as unfixed keys them
+    fixed = {(k, result.keys[i]) for i, k in result.table.items()}  # as unfixed keys them
     padded = {(k, batch) for (batch, _), k in result.table.items() if batch in result.padded}
     chunked = {k for (batch, _), k in result.table.items() if batch == 4 and result.chunked}
     assert len(find_scans(result.func)) == (
         len(result.kernels) + len(fixed - result.unfixed) + len(padded) + len(chunked))
-    lib = compile_func(result.func)
+    lib = result.compile()
     for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
         case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
         got, want = outputs(case, lib, case.input_arrays())
@@ -135,11 +135,11 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
     comes from the others."""
     real, calls = dyn.replay_sized, []
 
-    def failing_for_the_first(trace, func):
+    def failing_for_the_first(trace, func, cap=None):
         calls.append(trace)
         if trace.same_as(calls[0]):
             raise RuntimeError("no replay here")
-        return real(trace, func)
+        return real(trace, func, cap)
 
     monkeypatch.setattr(dyn, "replay_sized", failing_for_the_first)
     # Four records, not two: one tuned record may not replay where batch is symbolic on its
@@ -166,11 +166,11 @@ def test_where_no_record_replays_generic_the_untuned_function_serves_off_the_gri
     other shape."""
     real, seen = dyn.replay_sized, []
 
-    def refuses_a_symbolic_batch(trace, func):
+    def refuses_a_symbolic_batch(trace, func, cap=None):
         if not any(trace.same_as(t) for t in seen):  # a record's first replay is symbolic
             seen.append(trace)
             raise ValueError("Merge loop's `extent` must be same")
-        return real(trace, func)  # then on its body fixed at its batch and those near
+        return real(trace, func, cap)  # then on its body fixed at its batch and those near
 
     monkeypatch.setattr(dyn, "replay_sized", refuses_a_symbolic_batch)
     result = tune(tuned_dir)
@@ -200,7 +200,8 @@ def test_a_kernel_far_slower_than_the_best_is_timed_once():
             return timer
 
     bench = dyn._Bench.__new__(dyn._Bench)
-    bench.repeat, bench.step, bench.cases = 3, [], {(1,): ([np.zeros(2, "float32")], [])}
+    bench.repeat, bench.step, bench.names = 3, [], ["seq"]
+    bench.cases = {(1,): ([np.zeros(2, "float32")], [])}
     for seconds, best, timed in [(0.15, 0.05, 0), (0.15, 100.0, 1), (0.01, 0.001, 1)]:
         lib = Lib(seconds)
         ms = bench.time(dyn._Kernel(None, lib, "k", {}), (1,), best * 1e3)
@@ -271,11 +272,11 @@ def test_a_record_that_replays_only_at_its_batch_serves_that_batch(tmp_path, mon
     generic kernel, and every shape is right."""
     real, refused = dyn.replay_sized, []
 
-    def refuses_the_first_generic(trace, func):
+    def refuses_the_first_generic(trace, func, cap=None):
         if not refused and "batch" in str(func.body):
             refused.append(trace)
             raise ValueError("Merge loop's `extent` must be same")
-        return real(trace, func)
+        return real(trace, func, cap)
 
     monkeypatch.setattr(dyn, "replay_sized", refuses_the_first_generic)
     # Three records per batch: a record tuned at batch 4 may not replay where batch is
@@ -317,11 +318,11 @@ def test_a_record_refused_where_batch_is_symbolic_serves_each_batch_it_replays_a
     record = ms.database.TuningRecord(sch.trace, ms.database.Workload(mod), [1e-3], target)
     real, calls = dyn.replay_sized, []
 
-    def refuses_symbolic_and_batch_2(trace, body):
+    def refuses_symbolic_and_batch_2(trace, body, cap=None):
         calls.append(body)
         if len(calls) in (1, 4):  # the symbolic function, then the body fixed at 2
             raise ValueError("The product of factors is not larger than or equal to the extent")
-        return real(trace, body)
+        return real(trace, body, cap)
 
     monkeypatch.setattr(dyn, "replay_sized", refuses_symbolic_and_batch_2)
     expected = expected_scans(tvm.IRModule({"main": func}))["main"]
@@ -443,3 +444,62 @@ def test_uncovered_instances_are_timed_and_long_checks_count_as_figures():
     assert chosen == [0] and widened == [[far]]
     assert kernel.estimate[far] == kernel.measured[far] == 2 * dyn.RACE_MS
     assert near not in kernel.measured  # too short to trust one run
+
+
+@pytest.mark.slow
+def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(tmp_path):
+    """A record tuned at 32 steps tiles the GRU's hoisted product by 32 steps: at the
+    listed 4 steps its body is replayed with the tile held to 4 steps (a body of its
+    own, keyed so), at 32 steps it keeps its tile; every shape right against numpy."""
+    func = workloads.get("gru", seq=32, **SIZES).symbolic_func(["batch", "seq"])
+    func = func.with_attr("global_symbol", "main")
+    mod = tvm.IRModule({"main": specialize(func, {"batch": 2, "seq": 32})})
+    sch = s_tir.Schedule(mod)
+    rows = sch.get_loops(sch.get_sblock("xw_dense"))[0]
+    sch.split(rows, sch.sample_perfect_tile(rows, n=2, decision=[1, 32]))
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    target = default_target()
+    database.commit_tuning_record(
+        ms.database.TuningRecord(sch.trace, database.commit_workload(mod), [1e-3], target)
+    )
+    result = dyn.dynamic(  # the record committed is the task's one trial: nothing tuned
+        func, tmp_path, {"batch": [2], "seq": [4, 32]}, trials=1, candidates=1, kernels=1,
+        representatives=[(2, 32)], target=target,
+        reference=workloads.get("gru", seq=32, **SIZES).symbolic_case(),
+    )
+    assert result.keys == {(2, 4): (2, ("seq", 4)), (2, 32): (2,)}
+    # generic, at 32 steps, held to 4; padded below batch 2, in chunks of it beyond
+    assert len(find_scans(result.func)) == 3 + len(result.padded) + result.chunked
+    lib = compile_func(result.func)
+    for batch, seq in [(2, 1), (2, 4), (2, 5), (2, 32), (2, 33), (1, 3), (3, 40)]:
+        case = workloads.get("gru", seq=seq, **{**SIZES, "batch": batch})
+        got, want = outputs(case, lib, case.input_arrays())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
+
+
+def test_a_body_at_a_smaller_batch_is_the_record_replayed_there():
+    """A record tuned at batch 4 tiles the GRU's hoisted product by 4 rows of batch; its
+    symbolic schedule fixed at batch 2 would keep the rows padded to 4 (twice the
+    product's work), so the body at batch 2 is the record replayed there: 2 rows, and
+    right against numpy."""
+    func = workloads.get("gru", seq=8, **SIZES).symbolic_func(["batch", "seq"])
+    func = func.with_attr("global_symbol", "main")
+    sch = s_tir.Schedule(tvm.IRModule({"main": specialize(func, {"batch": 4, "seq": 8})}))
+    rows = sch.get_loops(sch.get_sblock("xw_dense"))[1]
+    sch.split(rows, sch.sample_perfect_tile(rows, n=2, decision=[1, 4]))
+    kernel = dyn._Kernel(replay_sized(sch.trace, func), None, "test", {}, trace=sch.trace,
+                         base=func)
+
+    def product_rows(body):
+        (buffer,) = [b for b in body.body.block.alloc_buffers if b.name == "xw_dense"]
+        return int(buffer.shape[1])
+
+    assert product_rows(specialize_body(kernel.func, {"batch": 2})) == 4
+    body = kernel.body({"batch": 2})
+    assert product_rows(body) == 2
+    lib = compile_func(body)
+    case = workloads.get("gru", seq=5, **{**SIZES, "batch": 2})
+    got, want = outputs(case, lib, case.input_arrays())
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -8,7 +8,10 @@ import pytest
 from tvm import te
 from tvm.s_tir.schedule import Schedule
 
+from scan_tir import workloads
+from scan_tir.transform import pad_rows
 from scan_tir.tune.instance_cost import fit_latency, tile_multiples
+from scan_tir.tune.symbolic import size_vars, specialize_body
 
 
 def cost(batch, seq, tile=4):
@@ -47,3 +50,15 @@ def test_the_tile_over_each_size_is_found():
     sch.split(rows, [None, 4])
     sizes = [func.params[0].ty.shape[1], func.params[0].ty.shape[0]]
     assert tile_multiples(sch.mod["main"], sizes) == [4, 1]
+
+
+def test_rows_padded_to_whole_tiles_count_as_a_tile_over_the_size():
+    """``pad_rows`` pads the LSTM's seq x batch rows to 32, a multiple of 16 steps at
+    batch 2; the GRU's rows (one a step) padded to 8 are 8 steps."""
+    for name, rows, multiple, steps in [("lstm", 2, 32, 16), ("gru", 1, 8, 8)]:
+        wl = workloads.get(name, seq=16, batch=2, input=16, hidden=32)
+        func = specialize_body(wl.symbolic_func(["batch", "seq"]), {"batch": 2})
+        seq = size_vars(func)["seq"]
+        padded = pad_rows(func, [(seq * rows if rows > 1 else seq, multiple)])
+        assert tile_multiples(func, [seq]) == [1]
+        assert tile_multiples(padded, [seq]) == [steps]

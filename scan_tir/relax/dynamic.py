@@ -26,6 +26,7 @@ from tvm.target import Target
 
 from ..errors import ScanLoweringError
 from ..transform.pipeline import PIPELINE
+from ..tune.dispatch import dispatch_target
 from ..tune.dynamic_shapes import Dynamic
 from ..tune.dynamic_shapes import dynamic as dynamic_kernel
 from ..tune.progress import log
@@ -44,7 +45,9 @@ class DynamicModel:
     untuned: dict[str, str] = field(default_factory=dict)  # kernel name -> why
 
     def compile(self, target: Target) -> relax.VMExecutable:
-        return tvm.compile(self.mod, target=target, tir_pipeline=PIPELINE)
+        """Built for ``target`` with the options of a dispatching function's
+        (:func:`~scan_tir.tune.dispatch.dispatch_target`)."""
+        return tvm.compile(self.mod, target=dispatch_target(target), tir_pipeline=PIPELINE)
 
 
 def dynamic(

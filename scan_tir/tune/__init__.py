@@ -12,7 +12,7 @@ and :func:`dynamic` tunes for a grid of size instances and returns such a functi
 sequential, chunked) and keeps the fastest.
 """
 
-from .dispatch import dispatch, nearest_instance
+from .dispatch import dispatch, dispatch_target, nearest_instance
 from .dynamic_shapes import Dynamic, dynamic
 from .linear_forms import FormsResult, linear_forms, tune_forms
 from .measure import build_candidate, local_runner, parse_rpc, rpc_runner
@@ -36,6 +36,7 @@ __all__ = [
     "compose",
     "default_target",
     "dispatch",
+    "dispatch_target",
     "dynamic",
     "evolutionary_search",
     "local_runner",

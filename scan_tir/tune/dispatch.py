@@ -15,6 +15,11 @@ The build's pipeline lowers the function without TVM's StorageRewrite
 (:func:`~scan_tir.transform.pipeline.merged_unsafely`): its branches' allocations merged
 into one would be sized with an int32 count of bits that overflows.
 
+Build a dispatching function for :func:`dispatch_target`'s target: TVM's LLVM codegen
+puts every body in one LLVM function, and past a size LLVM's LICM stops promoting a
+loop's memory accesses to registers (its ``licm-mssa-max-acc-promotion`` cap), so that a
+body runs far slower there than built alone (notes.md, issue 17).
+
 Each body gets fresh definitions (``s_tir.renew_defs``) before its parameters and sizes
 are renamed to the function's: schedules replayed on one function share loop variables
 (an untouched init nest), and TVM's simplifier refuses a variable bound twice with
@@ -29,6 +34,7 @@ from collections.abc import Mapping, Sequence
 import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
+from tvm.target import Target
 
 from ..errors import ScanLoweringError
 from .symbolic import size_vars
@@ -57,6 +63,22 @@ def dispatch(
     # Under a root block, as every S-TIR function (Relax's AnnotateTIROpPattern needs it).
     root = s_tir.SBlock([], [], [], "root", body, alloc_buffers=[index])
     return func.with_body(s_tir.SBlockRealize([], True, root))
+
+
+#: LLVM options a dispatching function is built with (see the module docstring): the
+#: loops LICM promotes to registers, however many memory accesses they hold.
+LLVM_OPTIONS = ("-licm-mssa-max-acc-promotion:uint=1000000",)
+
+
+def dispatch_target(target: Target) -> Target:
+    """``target`` with :data:`LLVM_OPTIONS` added to its ``cl-opt``: the target to build
+    a dispatching function for (other targets than llvm are returned as they are)."""
+    if target.kind.name != "llvm":
+        return target
+    config = dict(target.export())
+    given = list(config.get("cl-opt", ()))
+    config["cl-opt"] = [*given, *(o for o in LLVM_OPTIONS if o not in given)]
+    return Target(config)
 
 
 def nearest_instance(

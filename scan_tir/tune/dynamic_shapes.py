@@ -11,9 +11,14 @@ are timed one listed value away (``reach=1``), as each task costs the search's f
 cost more than its trials. The best records of each are
 replayed on the symbolic function (:func:`~scan_tir.tune.symbolic.replay_sized`, which
 keeps tile shapes and pads the hoisted product) and built, generic and with the body
-fixed at the step sizes near the ones it was tuned at (:func:`specialize_body`: a
-symbolic batch costs the step its constant bounds and vector code; a schedule tuned at
-batch 1 is a poor one at 64, so it is not built there). Each is timed at the two shortest
+fixed at the step sizes near the ones it was tuned at (replayed on
+:func:`specialize_body`'s function: a symbolic batch costs the step its constant bounds
+and vector code, and its rows padded to the tuned batch's tiles; a schedule tuned at
+batch 1 is a poor one at 64, so it is not built there). A hoisted product's row tile is
+kept from the tuned length, so a record tuned at 64 steps would compute 64 steps' rows at
+16: at a listed length shorter than its tile, a body is replayed with the tile held to
+that length (``replay_sized``'s ``cap``; :meth:`_Kernel.body_key` says which body serves
+where, and the dispatcher already branches on the length). Each is timed at the two shortest
 lengths and its latency at longer ones predicted (:mod:`~scan_tir.tune.instance_cost`:
 affine in the length padded to its tiles), so a candidate costs a build and two short
 timings per nearby step size, not one per instance: the builds and the long instances'
@@ -60,12 +65,14 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.schedule import Trace
 from tvm.target import Target
 
 from ..db import numerics
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, find_scans, scan_violations
-from .dispatch import dispatch, nearest_instance
+from ..transform.pipeline import PIPELINE
+from .dispatch import dispatch, dispatch_target, nearest_instance
 from .instance_cost import fit_latency, tile_multiples
 from .padding import accesses, padded
 from .progress import log
@@ -100,12 +107,25 @@ class Dynamic:
     # of the reference outputs' computation among them (what the checks compare with)
     seconds: dict[str, float]
     skipped: list[str] = field(default_factory=list)  # why a record was not used (where)
-    # (kernel, step sizes) served by the kernel's generic body: its body fixed there
+    # (kernel, body key) served by the kernel's generic body: its body fixed there
     # does not build (a persistent launch whose parallel loop the fixed size removes)
-    unfixed: set[tuple[int, Instance]] = field(default_factory=set)
+    unfixed: set[tuple[int, tuple]] = field(default_factory=set)
     # listed batch -> the smallest batch below it that runs its bodies on padded copies
     padded: dict[int, int] = field(default_factory=dict)
     chunked: bool = False  # batches beyond the largest listed run in chunks of it
+    # instance -> the body of its kernel that serves it (:meth:`_Kernel.body_key`: the
+    # step sizes, then the lengths its tiles are held to there, if any)
+    keys: dict[Instance, tuple] = field(default_factory=dict)
+
+    def compile(self, target: Target | None = None) -> tvm.runtime.Executable:
+        """The dispatching function built as ``main`` for ``target`` (default: this
+        machine's), with :func:`~scan_tir.tune.dispatch.dispatch_target`'s options."""
+        main = self.func.with_attr("global_symbol", "main")
+        return tvm.compile(
+            tvm.IRModule({"main": main}),
+            target=dispatch_target(target or default_target()),
+            tir_pipeline=PIPELINE,
+        )
 
 
 @dataclass
@@ -121,16 +141,70 @@ class _Kernel:
     # Where the record does not replay on the symbolic function: step sizes -> the record
     # replayed on the function with its body fixed there, the only sizes it serves
     bodies: dict[Instance, tirx.PrimFunc] = field(default_factory=dict)
-    unfixed: set[Instance] = field(default_factory=set)  # step sizes its generic build serves
+    unfixed: set[tuple] = field(default_factory=set)  # body keys its generic build serves
+    trace: Trace | None = None  # the record's, replayed for each body
+    base: tirx.PrimFunc | None = None  # the symbolic function it is a schedule of
+    _tiles: dict[tuple, dict[str, int]] = field(default_factory=dict)  # body key -> tiles
+    _replays: dict[tuple, tirx.PrimFunc] = field(default_factory=dict)  # body key -> body
 
     def serves(self, key: Instance) -> bool:
         """Whether the kernel has a body for these step sizes."""
         return not self.bodies or key in self.bodies
 
-    def body(self, sizes: dict[str, int]) -> tirx.PrimFunc:
-        """Its schedule with the body fixed at ``sizes`` (the step's, in order)."""
+    def body_key(self, sizes: dict[str, int], lengths: Mapping[str, int]) -> tuple:
+        """Which body serves the step ``sizes`` at ``lengths``: the step sizes, then a
+        (name, value) pair for each length shorter than the tile its body at those sizes
+        pads rows of that length to (a hoisted product's, tuned at a longer length),
+        where the body is replayed with its tiles held to that length."""
         key = tuple(sizes.values())
-        return self.bodies[key] if self.bodies else specialize_body(self.func, sizes)
+        if self.trace is None:
+            return key
+        tiles = self.tiles(sizes)
+        return (*key, *((n, v) for n, v in lengths.items() if v < tiles.get(n, 1)))
+
+    def tiles(self, sizes: dict[str, int], lengths: Mapping[str, int] | None = None) -> dict:
+        """The tile over each length (:func:`tile_multiples`) of the body serving the step
+        ``sizes`` at ``lengths`` (default: of the body not held to any)."""
+        key = self.body_key(sizes, lengths) if lengths else tuple(sizes.values())
+        if key not in self._tiles:
+            try:
+                body = self.body(sizes, lengths)
+            except Exception:  # no body at these sizes: nothing to hold (its build says why)
+                return {}
+            named = size_vars(body)
+            free = [n for n in named if n not in sizes]
+            self._tiles[key] = dict(zip(free, tile_multiples(body, [named[n] for n in free])))
+        return self._tiles[key]
+
+    def body(
+        self, sizes: dict[str, int], lengths: Mapping[str, int] | None = None
+    ) -> tirx.PrimFunc:
+        """Its schedule with the body fixed at ``sizes`` (the step's, in order): the record
+        replayed on the function with those sizes fixed, its tiles held to ``lengths`` where
+        :meth:`body_key` says so. Replayed, not the symbolic schedule's body fixed there:
+        that one keeps the rows padded to the tiles of the batch it was tuned at (a record
+        tuned at batch 4 computes four rows at batch 2). Where the replay fails or breaks
+        the scan, the symbolic schedule's body: slower there, still right."""
+        own = tuple(sizes.values())
+        key = self.body_key(sizes, lengths) if lengths else own
+        if self.bodies and key == own:  # replayed at these sizes already
+            return self.bodies[own]
+        if self.trace is None:
+            return specialize_body(self.func, sizes)
+        if key not in self._replays:
+            cap = dict(key[len(own) :])
+            try:
+                body = replay_sized(self.trace, specialize_body(self.base, sizes), cap)
+                expected = expected_scans(tvm.IRModule({"main": self.base}))["main"]
+                broken = scan_violations(body, expected)
+                if broken:
+                    raise ScanLoweringError("; ".join(broken))
+            except Exception as err:  # ScheduleError, or the scan check
+                log(f"dynamic: {self.where} not replayed at {sizes} {cap or ''} ({_last(err)})")
+                body = self.body(sizes) if cap else (
+                    self.bodies[own] if self.bodies else specialize_body(self.func, sizes))
+            self._replays[key] = body
+        return self._replays[key]
 
 
 def dynamic(
@@ -338,6 +412,7 @@ def dynamic(
         unfixed,
         {at: start + 1 for at, (start, _) in pads.items()},
         bool(beyond),
+        {i: picked[k].body_key(*bench.split(i)) for i, k in table.items()},
     )
 
 
@@ -354,27 +429,31 @@ def _dispatching(
     beyond: dict[int, tirx.PrimFunc],
 ) -> tirx.PrimFunc:
     """``func`` branching to ``picked`` by ``table``: at listed values of the step's sizes
-    to a kernel's body fixed at those values (:meth:`_Kernel.body`; its generic body
-    where ``unfixed`` says so); at a batch ``b`` with ``pads[B] = (t, bodies)``, t < b <
-    B, to the padded body of the kernel that serves batch ``B``; beyond the largest listed
-    batch, to ``beyond``'s chunked body of the kernel serving it, where given; elsewhere
-    to the generic kernel ``anywhere`` gives the instance the shape rounds up to."""
+    to a kernel's body fixed at those values (:meth:`_Kernel.body`, held to the
+    instance's length where its key says so; its generic body where ``unfixed`` says
+    so, and where no size shapes the step and none is held); at a batch ``b`` with
+    ``pads[B] = (t, bodies)``, t < b < B, to the padded body of the kernel that serves
+    batch ``B``; beyond the largest listed batch, to ``beyond``'s chunked body of the
+    kernel serving it, where given; elsewhere to the generic kernel ``anywhere`` gives
+    the instance the shape rounds up to."""
     grid = {n: instances[n] for n in names}
     generic = nearest_instance(func, grid, anywhere)
-    if not step:
-        return dispatch(func, [k.func for k in picked], generic)
     bodies = [k.func for k in picked]
-    variant: dict[tuple[int, Instance], int] = {}
+    variant: dict[tuple[int, tuple], int] = {}
     fixed_table = {}
     for i, k in table.items():
-        key = (k, tuple(i[s] for s in step))
-        if key in unfixed:
+        sizes = {names[s]: i[s] for s in step}
+        lengths = {n: v for s, (n, v) in enumerate(zip(names, i)) if s not in step}
+        key = (k, picked[k].body_key(sizes, lengths))
+        if key in unfixed or not key[1]:  # the generic body serves
             fixed_table[i] = k
             continue
         if key not in variant:
             variant[key] = len(bodies)
-            bodies.append(picked[k].body({names[s]: i[s] for s in step}))
+            bodies.append(picked[k].body(sizes, lengths))
         fixed_table[i] = variant[key]
+    if not step:
+        return dispatch(func, bodies, nearest_instance(func, grid, fixed_table))
     sizes = size_vars(func)
     listed = None
     for values in itertools.product(*(sorted(set(instances[names[s]])) for s in step)):
@@ -634,22 +713,33 @@ def _estimates(
 ) -> dict[Instance, float]:
     """Measured where timed (inf where wrong); elsewhere :func:`fit_latency` over the
     lengths, fitted on the timings at the same values of the step's sizes (or on all,
-    where none shapes the step)."""
+    where none shapes the step). Each length is rounded up to the tile of the body that
+    serves it there, which at a length held to (:meth:`_Kernel.body_key`) is another
+    tile than at the longer ones."""
     free = [k for k in range(len(sizes)) if k not in step]
-    multiples = tile_multiples(kernel.func, [sizes[k] for k in free])
+    names = [str(v.name) for v in sizes]
+
+    def padded(i: Instance) -> Instance:  # the lengths rounded up to the serving body's tiles
+        if kernel.func is None:
+            return tuple(i[k] for k in free)
+        tiles = kernel.tiles({names[k]: i[k] for k in step}, {names[k]: i[k] for k in free})
+        multiples = [tiles.get(names[k], 1) for k in free]
+        return tuple(math.ceil(i[k] / m) * m for k, m in zip(free, multiples))
+
     groups: dict[Instance, dict[Instance, float]] = {}
     for i, ms_ in kernel.measured.items():
         if ms_ == math.inf:
             continue
-        groups.setdefault(tuple(i[k] for k in step), {})[tuple(i[k] for k in free)] = ms_
-    models = {g: fit_latency(timed, multiples) for g, timed in groups.items() if free}
+        groups.setdefault(tuple(i[k] for k in step), {})[padded(i)] = ms_
+    ones = [1] * len(free)
+    models = {g: fit_latency(timed, ones) for g, timed in groups.items() if free}
     estimate = {}
     for i in grid:
         g = tuple(i[k] for k in step)
         if i in kernel.measured:
             estimate[i] = kernel.measured[i]
         elif g in models:
-            estimate[i] = max(models[g](tuple(i[k] for k in free)), 0.0)
+            estimate[i] = max(models[g](padded(i)), 0.0)
         else:  # never timed at these step sizes (representatives given by hand)
             estimate[i] = math.inf
     return estimate
@@ -705,16 +795,17 @@ class _Bench:
 
     def lib(self, kernel: _Kernel, instance: Instance) -> tvm.runtime.Module:
         """The build of ``kernel`` that serves ``instance`` from the dispatching
-        function: its body fixed at the instance's step sizes, if any."""
-        if not self.step:
+        function: its body fixed at the instance's step sizes, if any, and held to its
+        lengths where :meth:`_Kernel.body_key` says so."""
+        fixed, lengths = self.split(instance)
+        key = kernel.body_key(fixed, lengths)
+        if not key:
             return kernel.lib
-        key = tuple(instance[s] for s in self.step)
-        if not kernel.serves(key):
-            raise ScanLoweringError(f"dynamic: {kernel.where} does not serve {key}")
+        if not kernel.serves(tuple(fixed.values())):
+            raise ScanLoweringError(f"dynamic: {kernel.where} does not serve {fixed}")
         if key not in kernel.fixed:
-            fixed = {self.names[s]: v for s, v in zip(self.step, key)}
             try:
-                kernel.fixed[key] = _build(kernel.body(fixed), self.target)
+                kernel.fixed[key] = _build(kernel.body(fixed, lengths), self.target)
             except Exception as err:  # a legality check or TVM's codegen, at that size
                 if kernel.lib is None:
                     raise
@@ -725,6 +816,12 @@ class _Bench:
                 kernel.unfixed.add(key)
                 kernel.fixed[key] = kernel.lib
         return kernel.fixed[key]
+
+    def split(self, instance: Instance) -> tuple[dict[str, int], dict[str, int]]:
+        """The instance's step sizes and its lengths, by name."""
+        named = list(zip(self.names, instance))
+        step = {n: v for k, (n, v) in enumerate(named) if k in self.step}
+        return step, {n: v for n, v in named if n not in step}
 
     def right(self, kernel: _Kernel, instance: Instance, generic: bool = False) -> float:
         """The checking run's ms (one call, its inputs fresh in memory), or 0.0 where
@@ -856,7 +953,8 @@ def _replayed(
                 return f"breaks the scan: {'; '.join(broken)}"
             if not broken:
                 bodies[tuple(at.values())] = body
-        return _Kernel(bodies[tuple(around[0].values())], None, why, {}, bodies=bodies)
+        own = bodies[tuple(around[0].values())]
+        return _Kernel(own, None, why, {}, bodies=bodies, trace=record.trace, base=func)
     broken = scan_violations(kernel, expected)
     if broken:
         return f"breaks the scan: {'; '.join(broken)}"
@@ -864,7 +962,7 @@ def _replayed(
         lib = _build(kernel, target)
     except Exception as err:  # TVM's codegen
         return f"does not build ({_last(err)})"
-    return _Kernel(kernel, lib, where, {})
+    return _Kernel(kernel, lib, where, {}, trace=record.trace, base=func)
 
 
 def _choose(

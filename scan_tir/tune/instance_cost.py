@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import tvm_ffi
 from tvm import tirx
+from tvm.ir.prim import expr as E
 from tvm.tirx import stmt as S
 
 from .symbolic import split_base
@@ -35,14 +36,27 @@ Instance = tuple[int, ...]
 
 def tile_multiples(kernel: tirx.PrimFunc, sizes: Sequence[tirx.Var]) -> list[int]:
     """For each of ``sizes``, the largest tile ``kernel`` splits it by (a loop of extent
-    ``ceildiv(size, c)``); 1 where it splits none."""
+    ``ceildiv(size, c)``) or pads rows of it to (an extent ``ceildiv(size * c, m) * ...``,
+    as :func:`~scan_tir.transform.pad_rows` leaves it: a multiple of ``m / gcd(m, c)`` of
+    the size); 1 where it does neither."""
     found = [1] * len(sizes)
 
-    def on_for(loop: S.For) -> None:
-        base, factor = split_base(loop.extent)
+    def note(base: tirx.Expr, multiple: int) -> None:
         for k, size in enumerate(sizes):
             if isinstance(base, tirx.Var) and base.same_as(size):
-                found[k] = max(found[k], factor)
+                found[k] = max(found[k], multiple)
+            elif isinstance(base, E.Mul) and isinstance(base.b, tirx.IntImm):
+                if isinstance(base.a, tirx.Var) and base.a.same_as(size):
+                    found[k] = max(found[k], multiple // math.gcd(multiple, int(base.b)))
+
+    def on_for(loop: S.For) -> None:
+        note(*split_base(loop.extent))
+        tvm_ffi.structural_walk(loop.extent, (E.FloorDiv, on_div))
+
+    def on_div(div: E.FloorDiv) -> None:
+        if isinstance(div.b, tirx.IntImm) and isinstance(div.a, E.Add):
+            if isinstance(div.a.b, tirx.IntImm) and int(div.a.b) == int(div.b) - 1:
+                note(div.a.a, int(div.b))
 
     tvm_ffi.structural_walk(kernel.body, (S.For, on_for))
     return found

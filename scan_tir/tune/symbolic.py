@@ -185,7 +185,9 @@ class _SymbolicTile(Exception):
     """Raised from the replay's decision provider at a tile sampled on a symbolic loop."""
 
 
-def replay_sized(trace: Trace, func: tirx.PrimFunc) -> tirx.PrimFunc:
+def replay_sized(
+    trace: Trace, func: tirx.PrimFunc, cap: Mapping[str, int] | None = None
+) -> tirx.PrimFunc:
     """``func`` scheduled by ``trace`` (postprocessing included), where ``trace`` was
     recorded on a copy of ``func`` with its symbolic sizes fixed.
 
@@ -197,17 +199,26 @@ def replay_sized(trace: Trace, func: tirx.PrimFunc) -> tirx.PrimFunc:
     are then padded to a multiple of their tiles (:func:`~scan_tir.transform.pad_rows`,
     where it applies), so that no tile is partial and none carries a predicate, and the
     trace is replayed on the padded function.
+
+    ``cap`` (a size's name -> a value) holds each tile on a loop whose extent depends on
+    that size to the rows the loop has at that value, the tile's outer inner factors
+    divided first (the innermost, a register block, kept longest): a tile tuned at a long
+    length would otherwise pad a short one's rows to its own (a product over 64 steps'
+    rows computed for 16 steps, three quarters thrown away).
     """
     tiles: dict[int, tirx.Expr] = {}  # instruction index -> extent of the loop it tiled
+    decisions: dict[int, list[int]] = {}  # instruction index -> its factors, as replayed
     while True:
-        candidate, origin = _with_fixed_tiles(trace, set(tiles))
+        candidate, origin = _with_fixed_tiles(trace, decisions)
         sch = Schedule(tvm.IRModule({"main": func}))
         symbolic = _replay_until_symbolic_tile(candidate, sch)
         if symbolic is None:
             break
         index, extent = symbolic
         tiles[origin[index]] = extent
-    multiples = _tile_multiples(trace, tiles)
+        tuned = [int(f) for f in trace.get_decision(trace.insts[origin[index]])]
+        decisions[origin[index]] = _capped(tuned, extent, func, cap or {})
+    multiples = _tile_multiples(tiles, decisions)
     if not multiples:
         return sch.mod["main"]
     sch = Schedule(tvm.IRModule({"main": pad_rows(func, multiples)}))
@@ -218,7 +229,39 @@ def replay_sized(trace: Trace, func: tirx.PrimFunc) -> tirx.PrimFunc:
     return sch.mod["main"]
 
 
-def _tile_multiples(trace: Trace, tiles: dict[int, tirx.Expr]) -> list[tuple[tirx.Expr, int]]:
+def _capped(
+    decision: list[int], extent: tirx.Expr, func: tirx.PrimFunc, cap: Mapping[str, int]
+) -> list[int]:
+    """``decision`` (a tile's factors, outermost first) with its inner factors divided
+    until the tile, times the constant splits under ``extent``, covers at most the rows
+    ``extent``'s base has at the sizes ``cap`` names; unchanged where ``cap`` names none
+    of its sizes or they leave the base symbolic."""
+    base, factor = split_base(extent)
+    sizes = {n: v for n, v in size_vars(func).items() if n in cap}
+
+    def on_var(var: tirx.Var) -> object:
+        for n, v in sizes.items():
+            if var.same_as(v):
+                return tirx.IntImm(v.ty.dtype, cap[n])
+        return var
+
+    at = Analyzer().simplify(tvm_ffi.structural_map(base, [(tvm.ir.expr.Var, on_var)]))
+    if not isinstance(at, tirx.IntImm):
+        return decision
+    factors = list(decision)
+    for k in range(1, len(factors)):  # outer inner factors first
+        while factor * math.prod(factors[1:]) > int(at) and factors[k] > 1:
+            factors[k] //= _least_prime(factors[k])
+    return factors
+
+
+def _least_prime(n: int) -> int:
+    return next(p for p in range(2, n + 1) if n % p == 0)
+
+
+def _tile_multiples(
+    tiles: dict[int, tirx.Expr], decisions: dict[int, list[int]]
+) -> list[tuple[tirx.Expr, int]]:
     """For each symbolic extent tiled, the least multiple of every tile on it: the inner
     factors of the tile, times the factors of the constant splits that made the tiled loop
     (an extent ``ceildiv(E, c)``, as ``split`` leaves it, is E split by c)."""
@@ -226,7 +269,7 @@ def _tile_multiples(trace: Trace, tiles: dict[int, tirx.Expr]) -> list[tuple[tir
     analyzer = Analyzer()
     for index, extent in tiles.items():
         base, factor = split_base(extent)
-        inner = math.prod(int(f) for f in trace.get_decision(trace.insts[index])[1:])
+        inner = math.prod(decisions[index][1:])
         for k, (known, m) in enumerate(multiples):
             if analyzer.can_prove_equal(known, base):
                 multiples[k] = (known, math.lcm(m, factor * inner))
@@ -275,10 +318,10 @@ def _replay_until_symbolic_tile(trace: Trace, sch: Schedule) -> tuple[int, tirx.
     return None
 
 
-def _with_fixed_tiles(trace: Trace, fixed: set[int]) -> tuple[Trace, list[int]]:
-    """``trace`` without the tile samplings at ``fixed`` (instruction indices), their
-    outputs replaced by constants as :func:`replay_sized` says; and, for each kept
-    instruction, its index in ``trace``."""
+def _with_fixed_tiles(trace: Trace, fixed: dict[int, list[int]]) -> tuple[Trace, list[int]]:
+    """``trace`` without the tile samplings at ``fixed`` (instruction index -> the factors
+    to use), their outputs replaced by constants as :func:`replay_sized` says; and, for
+    each kept instruction, its index in ``trace``."""
     insts: list[Instruction] = []
     origin: list[int] = []
     decisions: dict[Instruction, object] = {}
@@ -286,7 +329,7 @@ def _with_fixed_tiles(trace: Trace, fixed: set[int]) -> tuple[Trace, list[int]]:
     for index, inst in enumerate(trace.insts):
         decision = trace.get_decision(inst)
         if index in fixed:
-            for k, (rv, factor) in enumerate(zip(inst.outputs, decision, strict=True)):
+            for k, (rv, factor) in enumerate(zip(inst.outputs, fixed[index], strict=True)):
                 constants[rv] = None if k == 0 else tirx.IntImm("int32", int(factor))
             continue
         if any(isinstance(x, tirx.Var) and x in constants for x in inst.inputs):
