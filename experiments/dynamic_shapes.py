@@ -15,7 +15,9 @@ A zoo recurrence (``--workload``: topi's LSTM by default, or the GRU of config E
 - per-instance (``--per-instance``): the fixed-shape function tuned at that instance
   alone (``--per-instance-trials``) and built at that shape: the issue's reference.
 
-Everything is checked against numpy and timed side by side, in rounds, at every listed
+``--arms single,per-instance`` makes only the reference arms and stops, so that they can
+be tuned ahead and several dynamic arms measured against them (a copy of the work dir
+each). Everything is checked against numpy and timed side by side, in rounds, at every listed
 instance and at instances not listed; with ``--baselines``, PyTorch eager and onnxruntime
 (2 and 1 threads each, the faster kept) at every instance too. Weights are unpacked (a
 kernel chosen at run time reads the weights as given). Tuning times include timing the
@@ -47,7 +49,7 @@ from bench.torch_baselines import measure_torch
 from tvm.s_tir import meta_schedule as ms
 
 from scan_tir import workloads
-from scan_tir.tune import default_target, dynamic
+from scan_tir.tune import default_target, dispatch_target, dynamic
 from scan_tir.tune.symbolic import apply_best, specialize
 from scan_tir.tune.tuner import tune_module
 
@@ -78,6 +80,9 @@ def main() -> None:
     p.add_argument("--baselines", action="store_true", help="PyTorch and onnxruntime too")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--arms", default="dynamic,single,per-instance",
+                   help="the arms made; with fewer than all, the run stops after making "
+                   "them (reference arms tuned ahead, left in the work dir)")
     p.add_argument("--work-dir", type=Path, default=Path("build/dynamic_shapes"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
@@ -118,7 +123,7 @@ def main() -> None:
                     candidates=args.candidates, reach=None if args.reach < 0 else args.reach,
                     representatives=[instance(t) for t in args.tune_at.split(",") if t] or None,
                     predict=not args.time_everywhere, reference=zoo.symbolic_case())
-        return r.compile(default_target()).jit(), {
+        return r.compile(dispatch_target(default_target())).jit(), {
             "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
             "candidates": r.candidates, "skipped": r.skipped, "phases_s": r.seconds,
             "table": {key(i): k for i, k in r.table.items()},
@@ -140,9 +145,17 @@ def main() -> None:
                               default_target())
         return build(replayed), {"seconds": time.perf_counter() - t}
 
-    libs["dynamic"], facts["dynamic"] = cached(args.work_dir / "dynamic", tuned)
-    libs["single"], facts["single"] = cached(args.work_dir / "single", tuned_once)
-    for probe in probes:  # the fixed-shape function, tuned and built at its instance
+    made = set(args.arms.split(","))
+    if "dynamic" in made:
+        libs["dynamic"], facts["dynamic"] = cached(
+            args.work_dir / "dynamic", tuned, dispatch_target(default_target())
+        )
+    if "single" in made:
+        libs["single"], facts["single"] = cached(
+            args.work_dir / "single", tuned_once, default_target()
+        )
+    for probe in probes if "per-instance" in made else []:
+        # the fixed-shape function, tuned and built at its instance
         def tuned_alone(probe=probe):
             t = time.perf_counter()
             fixed = tvm.IRModule({"main": specialize(func, dict(zip(names, probe)))})
@@ -154,8 +167,12 @@ def main() -> None:
             return build(best.mod["main"]), {"seconds": time.perf_counter() - t}
 
         libs[probe], facts[f"per-instance {key(probe)}"] = cached(
-            args.work_dir / ("per_instance_" + key(probe)), tuned_alone)
+            args.work_dir / ("per_instance_" + key(probe)), tuned_alone, default_target())
     seconds = {name: f["seconds"] for name, f in facts.items()}
+    if made != {"dynamic", "single", "per-instance"}:
+        print(f"Made {', '.join(sorted(made))} in {args.work_dir} (" + ", ".join(
+            f"{k} {v:.0f} s" for k, v in seconds.items()) + "); nothing measured.")
+        return
 
     rows, raw, ratios = [], {}, []  # ratios: dynamic / per-instance at listed instances
     for at in listed + unlisted:
@@ -243,13 +260,21 @@ def against_per_instance(ratios: list[float], seconds: dict[str, float]) -> str:
             f"{sum(alone) / seconds['dynamic']:.2f}x dynamic's {seconds['dynamic']:.0f} s.")
 
 
-def cached(directory: Path, make: Callable[[], tuple[Any, dict]]) -> tuple[Any, dict]:
+def cached(
+    directory: Path, make: Callable[[], tuple[Any, dict]], built_for: tvm.target.Target
+) -> tuple[Any, dict]:
     """The library and facts an arm left in ``directory``, or both made now and left
-    there, so that a run killed after an arm neither tunes nor chooses it again."""
+    there, so that a run killed after an arm neither tunes nor chooses it again. A
+    library built for another target (its options included: a copied work dir's, say)
+    is made again, from the records already there."""
     lib_path, facts_path = directory / "arm.so", directory / "arm.json"
     if lib_path.exists() and facts_path.exists():
-        return tvm.runtime.load_module(str(lib_path)), json.loads(facts_path.read_text())
+        facts = json.loads(facts_path.read_text())
+        if facts.get("built_for") == str(built_for):
+            return tvm.runtime.load_module(str(lib_path)), facts
+        print(f"{directory}: built for {facts.get('built_for', 'another target')}, made again")
     lib, facts = make()
+    facts["built_for"] = str(built_for)
     directory.mkdir(parents=True, exist_ok=True)
     lib.export_library(str(lib_path))
     facts_path.write_text(json.dumps(facts, indent=1) + "\n")

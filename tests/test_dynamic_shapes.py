@@ -216,7 +216,8 @@ def test_a_kernel_wrong_at_one_instance_is_not_used_there():
 
     class Bench:
         def right(self, kernel, instance):
-            return 0.0 if kernel.where == "fast" and instance == large else 1.0
+            wrong = kernel.where == "fast" and instance == large
+            return 0.0 if wrong else kernel.estimate[instance]  # as predicted
 
     pool = [
         dyn._Kernel(None, object(), "fast", {small: 1.0, large: 1.0}),
@@ -446,11 +447,62 @@ def test_uncovered_instances_are_timed_and_long_checks_count_as_figures():
     assert near not in kernel.measured  # too short to trust one run
 
 
+def test_a_checking_run_off_the_prediction_is_timed_and_the_choice_made_again():
+    """The model predicts kernel A the faster at the long instance; A's checking run
+    there is far slower than predicted (though under RACE_MS), so A is timed there, and
+    the choice, made again, takes B, whose checking run agrees with its prediction."""
+    short, long = (2, 16), (2, 256)
+
+    class Bench:
+        ran = {("A", long): 30.0, ("B", long): 14.5}
+        timed = []
+
+        def right(self, kernel, instance):
+            return self.ran.get((kernel.where, instance), 1.0)
+
+        def time(self, kernel, instance, best):
+            self.timed.append((kernel.where, instance))
+            return self.ran[(kernel.where, instance)]
+
+    a = dyn._Kernel(None, object(), "A", {short: 1.0, long: 10.0}, measured={short: 1.0})
+    b = dyn._Kernel(None, object(), "B", {short: 1.2, long: 14.0}, measured={short: 1.2})
+    chosen = dyn._checked_choice([a, b], [short, long], {short: 1, long: 1}, 1, Bench(), [])
+    assert chosen == [1] and Bench.timed == [("A", long)]
+    assert a.estimate[long] == a.measured[long] == 30.0
+    assert b.estimate[long] == 14.0 and long not in b.measured  # within SUSPECT: kept
+
+
+def test_longer_lengths_are_fitted_on_the_body_not_held():
+    """At 16 steps the held body served (it was timed faster there); the longer lengths
+    run the body not held, so the line through the lengths is fitted on its figure at
+    16 steps, not on the held one's (which would predict 256 steps at half their cost)."""
+    kernel = dyn._Kernel(None, object(), "k", {}, measured={(2, 16): 1.2, (2, 64): 5.0})
+    kernel.unheld_ms = {(2, 16): 1.6}
+    grid = [(2, 16), (2, 64), (2, 256)]
+    sizes = [tvm.tirx.Var("batch", "int64"), tvm.tirx.Var("seq", "int64")]
+    estimate = dyn._estimates(kernel, grid, [0], sizes)
+    assert estimate[(2, 16)] == 1.2  # measured, the held body's
+    assert estimate[(2, 256)] == pytest.approx(1.6 + (5.0 - 1.6) / 48 * 240)
+
+
 @pytest.mark.slow
-def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(tmp_path):
+@pytest.mark.parametrize("held_faster", [True, False])
+def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
+    tmp_path, monkeypatch, held_faster
+):
     """A record tuned at 32 steps tiles the GRU's hoisted product by 32 steps: at the
     listed 4 steps its body is replayed with the tile held to 4 steps (a body of its
-    own, keyed so), at 32 steps it keeps its tile; every shape right against numpy."""
+    own, keyed so) where that body is timed the faster, else the body not held serves
+    there too; at 32 steps it keeps its tile; every shape right against numpy."""
+    timed = dyn._Bench.time
+
+    def time(self, kernel, instance, best=float("inf"), generic=False, hold=True):
+        ms_ = timed(self, kernel, instance, best, generic, hold)  # built, run, timed
+        if instance == (2, 4) and not generic:  # which body wins, made deterministic
+            return 1.0 if hold == held_faster else 2.0
+        return ms_
+
+    monkeypatch.setattr(dyn._Bench, "time", time)
     func = workloads.get("gru", seq=32, **SIZES).symbolic_func(["batch", "seq"])
     func = func.with_attr("global_symbol", "main")
     mod = tvm.IRModule({"main": specialize(func, {"batch": 2, "seq": 32})})
@@ -467,9 +519,11 @@ def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(tmp_path):
         representatives=[(2, 32)], target=target,
         reference=workloads.get("gru", seq=32, **SIZES).symbolic_case(),
     )
-    assert result.keys == {(2, 4): (2, ("seq", 4)), (2, 32): (2,)}
-    # generic, at 32 steps, held to 4; padded below batch 2, in chunks of it beyond
-    assert len(find_scans(result.func)) == 3 + len(result.padded) + result.chunked
+    held = (2, ("seq", 4)) if held_faster else (2,)
+    assert result.keys == {(2, 4): held, (2, 32): (2,)}
+    # generic, at 32 steps, held to 4 (if); padded below batch 2, in chunks of it beyond
+    bodies = 2 + held_faster + len(result.padded) + result.chunked
+    assert len(find_scans(result.func)) == bodies
     lib = compile_func(result.func)
     for batch, seq in [(2, 1), (2, 4), (2, 5), (2, 32), (2, 33), (1, 3), (3, 40)]:
         case = workloads.get("gru", seq=seq, **{**SIZES, "batch": batch})

@@ -18,16 +18,20 @@ batch 1 is a poor one at 64, so it is not built there). A hoisted product's row 
 kept from the tuned length, so a record tuned at 64 steps would compute 64 steps' rows at
 16: at a listed length shorter than its tile, a body is replayed with the tile held to
 that length (``replay_sized``'s ``cap``; :meth:`_Kernel.body_key` says which body serves
-where, and the dispatcher already branches on the length). Each is timed at the two shortest
-lengths and its latency at longer ones predicted (:mod:`~scan_tir.tune.instance_cost`:
-affine in the length padded to its tiles), so a candidate costs a build and two short
+where, and the dispatcher already branches on the length), where that body is timed
+faster than the one not held (another program, not always a faster one). Each is timed
+at the two shortest lengths and its latency at longer ones predicted
+(:mod:`~scan_tir.tune.instance_cost`: affine in the length padded to its tiles, fitted
+on the body the longer lengths run), so a candidate costs a build and two short
 timings per nearby step size, not one per instance: the builds and the long instances'
 runs were what made choosing cost more than tuning. At most ``kernels`` are chosen
 greedily by weighted latency (a step size none of them was timed at gets them timed
-there); each is then checked at every instance, and a checking run long enough to trust
-(``RACE_MS``) replaces the prediction there, so the table of which kernel serves which
-instance rests on measurements at long lengths too. Timing races: a kernel whose one long
-run at an instance is already far slower than the best there is not timed further there.
+there); each is then checked at every instance, and where its checking run is long
+enough to trust (``RACE_MS``) it replaces the prediction, where it is far off the
+prediction (``SUSPECT``) the kernel is timed there and the choice made again, so the
+table of which kernel serves which instance rests on measurements at long lengths too.
+Timing races: a kernel whose one long run at an instance is already far slower than the
+best there is not timed further there.
 :func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
 value of the step's sizes, the body fixed there; at a batch between two listed ones,
 where the body fixed at the next listed batch beats the generic build per row, that body
@@ -88,6 +92,10 @@ Reference = Callable[[dict[str, int]], tuple[list[np.ndarray], list[np.ndarray]]
 #: cold cache does not count) and ``RACE`` times the fastest so far there is not timed
 #: further there: that one run is its figure.
 RACE, RACE_MS = 2.0, 100.0
+#: A chosen kernel's checking run at an instance it was not timed at, off the model's
+#: figure there by more than this factor either way, gets it timed there: the model's
+#: line through two short lengths misses what the longer ones do to the cache.
+SUSPECT = 1.25
 
 
 @dataclass
@@ -144,6 +152,11 @@ class _Kernel:
     unfixed: set[tuple] = field(default_factory=set)  # body keys its generic build serves
     trace: Trace | None = None  # the record's, replayed for each body
     base: tirx.PrimFunc | None = None  # the symbolic function it is a schedule of
+    # held body keys where the body not held was timed faster: that one serves there
+    unheld: set[tuple] = field(default_factory=set)
+    # where a held body was timed: the body not held, timed there too (what the longer
+    # lengths run, so what their estimates are fitted on)
+    unheld_ms: dict[Instance, float] = field(default_factory=dict)
     _tiles: dict[tuple, dict[str, int]] = field(default_factory=dict)  # body key -> tiles
     _replays: dict[tuple, tirx.PrimFunc] = field(default_factory=dict)  # body key -> body
 
@@ -155,12 +168,14 @@ class _Kernel:
         """Which body serves the step ``sizes`` at ``lengths``: the step sizes, then a
         (name, value) pair for each length shorter than the tile its body at those sizes
         pads rows of that length to (a hoisted product's, tuned at a longer length),
-        where the body is replayed with its tiles held to that length."""
+        where the body is replayed with its tiles held to that length, unless the body
+        not held was timed faster there (:func:`_timed`)."""
         key = tuple(sizes.values())
         if self.trace is None:
             return key
         tiles = self.tiles(sizes)
-        return (*key, *((n, v) for n, v in lengths.items() if v < tiles.get(n, 1)))
+        held = (*key, *((n, v) for n, v in lengths.items() if v < tiles.get(n, 1)))
+        return key if held in self.unheld else held
 
     def tiles(self, sizes: dict[str, int], lengths: Mapping[str, int] | None = None) -> dict:
         """The tile over each length (:func:`tile_multiples`) of the body serving the step
@@ -369,7 +384,7 @@ def dynamic(
                 if not kernel.serves(tuple(i[k] for k in step)):
                     continue
                 if bench.right(kernel, i):
-                    kernel.measured[i] = bench.time(kernel, i, _best(pool, i))
+                    kernel.measured[i] = _timed(kernel, i, pool, bench)
                 else:
                     kernel.measured[i] = math.inf
                     skipped.append(f"{kernel.where}: wrong result at {i}, not used there")
@@ -593,8 +608,9 @@ def _checked_choice(
     again without a kernel where it is wrong, until every instance has a right one.
     Where the chosen cover no kernel at some instances, ``widen`` may time them there
     (it says whether it timed any). A checking run of ``RACE_MS`` or more is the
-    kernel's figure where it was not timed: the model's extrapolation to long lengths
-    misses their cache effects."""
+    kernel's figure where it was not timed, and one off the model's by more than
+    ``SUSPECT`` gets the kernel timed there: the model's extrapolation to long lengths
+    misses their cache effects. Where a figure moves so, the choice is made again."""
     while True:
         timed = [(p.func, p.estimate) for p in pool]
         chosen = _choose(timed, grid, weights, k, [p.lib is not None for p in pool])
@@ -606,8 +622,19 @@ def _checked_choice(
                 ran = bench.right(pool[c], i)
                 if ran:
                     pool[c].checked.add(i)
-                    if i not in pool[c].measured and ran >= RACE_MS:
-                        pool[c].measured[i] = pool[c].estimate[i] = ran
+                    if i in pool[c].measured:
+                        continue
+                    model = pool[c].estimate[i]
+                    if ran < RACE_MS and model / SUSPECT <= ran <= model * SUSPECT:
+                        continue
+                    figure = ran if ran >= RACE_MS else bench.time(pool[c], i, _best(pool, i))
+                    pool[c].measured[i] = pool[c].estimate[i] = figure
+                    if not model / SUSPECT <= figure <= model * SUSPECT:
+                        log(
+                            f"dynamic: {pool[c].where} at {i}: {figure:.3g} ms, "
+                            f"predicted {model:.3g}; choosing again"
+                        )
+                        changed = True
                     continue
                 pool[c].estimate[i] = pool[c].measured[i] = math.inf
                 skipped.append(f"{pool[c].where}: wrong result at {i}, not used there")
@@ -714,15 +741,17 @@ def _estimates(
     """Measured where timed (inf where wrong); elsewhere :func:`fit_latency` over the
     lengths, fitted on the timings at the same values of the step's sizes (or on all,
     where none shapes the step). Each length is rounded up to the tile of the body that
-    serves it there, which at a length held to (:meth:`_Kernel.body_key`) is another
-    tile than at the longer ones."""
+    serves it there. A held body (:meth:`_Kernel.body_key`) is another program than the
+    one the longer lengths run, so where one was timed, the fit takes the body not held's
+    figure there (:func:`_timed`), rounded up to that body's tiles."""
     free = [k for k in range(len(sizes)) if k not in step]
     names = [str(v.name) for v in sizes]
 
-    def padded(i: Instance) -> Instance:  # the lengths rounded up to the serving body's tiles
+    def padded(i: Instance, hold: bool = True) -> Instance:  # rounded up to a body's tiles
         if kernel.func is None:
             return tuple(i[k] for k in free)
-        tiles = kernel.tiles({names[k]: i[k] for k in step}, {names[k]: i[k] for k in free})
+        lengths = {names[k]: i[k] for k in free} if hold else None
+        tiles = kernel.tiles({names[k]: i[k] for k in step}, lengths)
         multiples = [tiles.get(names[k], 1) for k in free]
         return tuple(math.ceil(i[k] / m) * m for k, m in zip(free, multiples))
 
@@ -730,7 +759,9 @@ def _estimates(
     for i, ms_ in kernel.measured.items():
         if ms_ == math.inf:
             continue
-        groups.setdefault(tuple(i[k] for k in step), {})[padded(i)] = ms_
+        hold = i not in kernel.unheld_ms
+        fitted = ms_ if hold else kernel.unheld_ms[i]
+        groups.setdefault(tuple(i[k] for k in step), {})[padded(i, hold)] = fitted
     ones = [1] * len(free)
     models = {g: fit_latency(timed, ones) for g, timed in groups.items() if free}
     estimate = {}
@@ -793,12 +824,14 @@ class _Bench:
             self.cases[instance] = (args, want)
         return self.cases[instance]
 
-    def lib(self, kernel: _Kernel, instance: Instance) -> tvm.runtime.Module:
+    def lib(self, kernel: _Kernel, instance: Instance, hold: bool = True) -> tvm.runtime.Module:
         """The build of ``kernel`` that serves ``instance`` from the dispatching
         function: its body fixed at the instance's step sizes, if any, and held to its
-        lengths where :meth:`_Kernel.body_key` says so."""
+        lengths where :meth:`_Kernel.body_key` says so (and ``hold``)."""
         fixed, lengths = self.split(instance)
-        key = kernel.body_key(fixed, lengths)
+        if not hold:
+            lengths = {}
+        key = kernel.body_key(fixed, lengths) if lengths else tuple(fixed.values())
         if not key:
             return kernel.lib
         if not kernel.serves(tuple(fixed.values())):
@@ -843,14 +876,20 @@ class _Bench:
         return ran if right else 0.0
 
     def time(
-        self, kernel: _Kernel, instance: Instance, best: float = math.inf, generic: bool = False
+        self,
+        kernel: _Kernel,
+        instance: Instance,
+        best: float = math.inf,
+        generic: bool = False,
+        hold: bool = True,
     ) -> float:
         """Median ms of ``repeat`` runs of at least 20 ms each (of the ``generic`` build,
-        else the one that serves ``instance``); or one run, where that run is long and
-        ``RACE`` times ``best`` (the fastest at ``instance`` so far): such a kernel will
-        not serve there, and at the largest instances one run takes seconds."""
+        else the one that serves ``instance``, as :meth:`lib` with ``hold``); or one run,
+        where that run is long and ``RACE`` times ``best`` (the fastest at ``instance`` so
+        far): such a kernel will not serve there, and at the largest instances one run
+        takes seconds."""
         tensors = [tvm.runtime.tensor(a.copy()) for a in self.case(instance)[0]]
-        lib = kernel.lib if generic else self.lib(kernel, instance)
+        lib = kernel.lib if generic else self.lib(kernel, instance, hold)
         if best < math.inf:  # nothing to race against before the first figure
             start = time.perf_counter()
             lib["main"](*tensors)
@@ -907,9 +946,36 @@ def _fallbacks(
 def _time(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _Bench, model) -> None:
     """Time ``kernel`` at ``at`` (racing the best in ``pool``) and fit its estimates over
     the grid (``model``: :func:`_estimates`' grid, step sizes and size variables)."""
-    kernel.measured = {i: bench.time(kernel, i, _best(pool, i)) for i in at}
+    kernel.measured = {}
+    for i in at:
+        kernel.measured[i] = _timed(kernel, i, pool, bench)
     kernel.estimate = _estimates(kernel, *model)
     kernel.predicted = dict(kernel.estimate)
+
+
+def _timed(kernel: _Kernel, instance: Instance, pool: list[_Kernel], bench: _Bench) -> float:
+    """The kernel's figure at ``instance`` (racing the best in ``pool``). Where its body
+    there is held to the length (:meth:`_Kernel.body_key`), the body not held is checked
+    and timed too: the longer lengths run that one, so their estimates are fitted on
+    it, and where it is the faster it serves here as well (holding a tile is another
+    program, not always a faster one)."""
+    ms_ = bench.time(kernel, instance, _best(pool, instance))
+    fixed, lengths = bench.split(instance)
+    held = kernel.body_key(fixed, lengths)
+    if held == tuple(fixed.values()):
+        return ms_
+    if not bench.check(bench.lib(kernel, instance, hold=False), instance):
+        log(f"dynamic: {kernel.where} not held is wrong at {instance}; held there")
+        return ms_
+    kernel.unheld_ms[instance] = bench.time(kernel, instance, ms_, hold=False)
+    if kernel.unheld_ms[instance] < ms_:
+        kernel.unheld.add(held)
+        log(
+            f"dynamic: {kernel.where} not held at {instance} "
+            f"({kernel.unheld_ms[instance]:.3g} ms, held {ms_:.3g})"
+        )
+        return kernel.unheld_ms[instance]
+    return ms_
 
 
 def _best(pool: list[_Kernel], instance: Instance) -> float:
