@@ -473,16 +473,18 @@ def test_a_checking_run_off_the_prediction_is_timed_and_the_choice_made_again():
 
 
 def test_longer_lengths_are_fitted_on_the_body_not_held():
-    """At 16 steps the held body served (it was timed faster there); the longer lengths
-    run the body not held, so the line through the lengths is fitted on its figure at
-    16 steps, not on the held one's (which would predict 256 steps at half their cost)."""
+    """At 16 steps a held body served; the longer lengths run the body not held (a tile
+    of 32 steps), so the line through the lengths is fitted on that body's figures at
+    whole tiles (32 and 64 steps), not on the held body's (nor on its own at 16, which
+    computes 32 steps' rows)."""
     kernel = dyn._Kernel(None, object(), "k", {}, measured={(2, 16): 1.2, (2, 64): 5.0})
-    kernel.unheld_ms = {(2, 16): 1.6}
-    grid = [(2, 16), (2, 64), (2, 256)]
+    kernel.line = {(2, 32): 2.0, (2, 64): 5.0}
+    grid = [(2, 16), (2, 64), (2, 256), (4, 256)]
     sizes = [tvm.tirx.Var("batch", "int64"), tvm.tirx.Var("seq", "int64")]
     estimate = dyn._estimates(kernel, grid, [0], sizes)
     assert estimate[(2, 16)] == 1.2  # measured, the held body's
-    assert estimate[(2, 256)] == pytest.approx(1.6 + (5.0 - 1.6) / 48 * 240)
+    assert estimate[(2, 256)] == pytest.approx(2.0 + (5.0 - 2.0) / 32 * 224)
+    assert estimate[(4, 256)] == float("inf")  # never timed at batch 4
 
 
 @pytest.mark.slow

@@ -154,9 +154,10 @@ class _Kernel:
     base: tirx.PrimFunc | None = None  # the symbolic function it is a schedule of
     # held body keys where the body not held was timed faster: that one serves there
     unheld: set[tuple] = field(default_factory=set)
-    # where a held body was timed: the body not held, timed there too (what the longer
-    # lengths run, so what their estimates are fitted on)
-    unheld_ms: dict[Instance, float] = field(default_factory=dict)
+    # At the step sizes where a held body was timed: the body not held (what the longer
+    # lengths run), timed at lengths that are whole multiples of its tiles, where it
+    # pads nothing; the longer lengths' estimates there are fitted on these (_line)
+    line: dict[Instance, float] = field(default_factory=dict)
     _tiles: dict[tuple, dict[str, int]] = field(default_factory=dict)  # body key -> tiles
     _replays: dict[tuple, tirx.PrimFunc] = field(default_factory=dict)  # body key -> body
 
@@ -378,6 +379,7 @@ def dynamic(
         timed = False
         for c in chosen:
             kernel = pool[c]
+            new = []
             for i in timed_at:
                 if i in kernel.measured or tuple(i[k] for k in step) not in more:
                     continue
@@ -388,7 +390,9 @@ def dynamic(
                 else:
                     kernel.measured[i] = math.inf
                     skipped.append(f"{kernel.where}: wrong result at {i}, not used there")
-                timed = True
+                new.append(i)
+            timed = timed or bool(new)
+            _line(kernel, new, bench)
             kernel.estimate = _estimates(kernel, grid, step, sizes)
             for i in grid:  # the model's where it had none (earlier figures stay)
                 if kernel.predicted.get(i, math.inf) == math.inf:
@@ -742,26 +746,25 @@ def _estimates(
     lengths, fitted on the timings at the same values of the step's sizes (or on all,
     where none shapes the step). Each length is rounded up to the tile of the body that
     serves it there. A held body (:meth:`_Kernel.body_key`) is another program than the
-    one the longer lengths run, so where one was timed, the fit takes the body not held's
-    figure there (:func:`_timed`), rounded up to that body's tiles."""
+    one the longer lengths run, so at step sizes where one was timed, the fit is on
+    :func:`_line`'s figures of the body not held instead."""
     free = [k for k in range(len(sizes)) if k not in step]
     names = [str(v.name) for v in sizes]
 
-    def padded(i: Instance, hold: bool = True) -> Instance:  # rounded up to a body's tiles
+    def padded(i: Instance) -> Instance:  # the lengths rounded up to the serving body's tiles
         if kernel.func is None:
             return tuple(i[k] for k in free)
-        lengths = {names[k]: i[k] for k in free} if hold else None
-        tiles = kernel.tiles({names[k]: i[k] for k in step}, lengths)
+        tiles = kernel.tiles({names[k]: i[k] for k in step}, {names[k]: i[k] for k in free})
         multiples = [tiles.get(names[k], 1) for k in free]
         return tuple(math.ceil(i[k] / m) * m for k, m in zip(free, multiples))
 
+    lined = {tuple(i[k] for k in step) for i in kernel.line}
     groups: dict[Instance, dict[Instance, float]] = {}
-    for i, ms_ in kernel.measured.items():
-        if ms_ == math.inf:
+    for i, ms_ in [*kernel.measured.items(), *kernel.line.items()]:
+        g = tuple(i[k] for k in step)
+        if ms_ == math.inf or (g in lined and i not in kernel.line):
             continue
-        hold = i not in kernel.unheld_ms
-        fitted = ms_ if hold else kernel.unheld_ms[i]
-        groups.setdefault(tuple(i[k] for k in step), {})[padded(i, hold)] = fitted
+        groups.setdefault(g, {})[tuple(i[k] for k in free) if g in lined else padded(i)] = ms_
     ones = [1] * len(free)
     models = {g: fit_latency(timed, ones) for g, timed in groups.items() if free}
     estimate = {}
@@ -949,6 +952,7 @@ def _time(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _Benc
     kernel.measured = {}
     for i in at:
         kernel.measured[i] = _timed(kernel, i, pool, bench)
+    _line(kernel, at, bench)
     kernel.estimate = _estimates(kernel, *model)
     kernel.predicted = dict(kernel.estimate)
 
@@ -956,9 +960,8 @@ def _time(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _Benc
 def _timed(kernel: _Kernel, instance: Instance, pool: list[_Kernel], bench: _Bench) -> float:
     """The kernel's figure at ``instance`` (racing the best in ``pool``). Where its body
     there is held to the length (:meth:`_Kernel.body_key`), the body not held is checked
-    and timed too: the longer lengths run that one, so their estimates are fitted on
-    it, and where it is the faster it serves here as well (holding a tile is another
-    program, not always a faster one)."""
+    and timed too, and where it is the faster it serves there instead (holding a tile
+    is another program, not always a faster one)."""
     ms_ = bench.time(kernel, instance, _best(pool, instance))
     fixed, lengths = bench.split(instance)
     held = kernel.body_key(fixed, lengths)
@@ -967,15 +970,53 @@ def _timed(kernel: _Kernel, instance: Instance, pool: list[_Kernel], bench: _Ben
     if not bench.check(bench.lib(kernel, instance, hold=False), instance):
         log(f"dynamic: {kernel.where} not held is wrong at {instance}; held there")
         return ms_
-    kernel.unheld_ms[instance] = bench.time(kernel, instance, ms_, hold=False)
-    if kernel.unheld_ms[instance] < ms_:
-        kernel.unheld.add(held)
-        log(
-            f"dynamic: {kernel.where} not held at {instance} "
-            f"({kernel.unheld_ms[instance]:.3g} ms, held {ms_:.3g})"
-        )
-        return kernel.unheld_ms[instance]
-    return ms_
+    unheld = bench.time(kernel, instance, ms_, hold=False)
+    if unheld >= ms_:
+        return ms_
+    kernel.unheld.add(held)
+    log(f"dynamic: {kernel.where} not held at {instance} ({unheld:.3g} ms, held {ms_:.3g})")
+    return unheld
+
+
+def _line(kernel: _Kernel, timed: list[Instance], bench: _Bench) -> None:
+    """At each step size where ``timed`` had a held body (or one not held that pads the
+    length), time the body not held at whole multiples of its tile over the length, one
+    per instance timed there (the instance's length rounded up, or the next multiple
+    where another took that one), into ``kernel.line``: the body the longer lengths run,
+    where it computes no padded rows, so that :func:`_estimates`' line through the
+    lengths is that body's steps. A padded length counts the steps it does not run."""
+    if kernel.trace is None:  # the untuned function: no tiles
+        return
+    groups: dict[Instance, list[Instance]] = {}
+    for i in sorted(timed):
+        if kernel.measured.get(i, math.inf) < math.inf:
+            groups.setdefault(tuple(i[k] for k in bench.step), []).append(i)
+    free = [k for k in range(len(bench.names)) if k not in bench.step]
+    for at in groups.values():
+        fixed = bench.split(at[0])[0]
+        tiles = kernel.tiles(fixed)  # the body not held's
+        multiples = [tiles.get(bench.names[k], 1) for k in free]
+        held = [i for i in at if kernel.body_key(*bench.split(i)) != tuple(fixed.values())]
+        padding = any(i[k] % m for i in at for k, m in zip(free, multiples))
+        if not free or (not held and not padding):
+            continue
+        points: list[Instance] = []
+        for i in at:
+            point = list(i)
+            for k, m in zip(free, multiples):
+                point[k] = math.ceil(i[k] / m) * m
+            while tuple(point) in points:  # another instance's: the next multiple
+                point[free[0]] += multiples[0]
+            points.append(tuple(point))
+        for point in points:  # at or past the tile: the body not held serves there
+            if point in kernel.measured:
+                kernel.line[point] = kernel.measured[point]
+            elif bench.check(bench.lib(kernel, point, hold=False), point):
+                kernel.line[point] = bench.time(kernel, point, hold=False)
+            else:
+                log(f"dynamic: {kernel.where} not held is wrong at {point}; not fitted on")
+                kernel.line = {p: v for p, v in kernel.line.items() if p not in points}
+                break
 
 
 def _best(pool: list[_Kernel], instance: Instance) -> float:
