@@ -13,9 +13,13 @@ A zoo recurrence (``--workload``: topi's LSTM by default, or the GRU of config E
 - single: today's way, the function tuned at one shape (``--single-at``, ``--trials``)
   and its best schedule replayed on the symbolic function (``apply_best``);
 - per-instance (``--per-instance``): the fixed-shape function tuned at that instance
-  alone (``--per-instance-trials``) and built at that shape: the issue's reference.
+  alone (``--per-instance-trials``) and built at that shape: the issue's reference;
+- same-budget (in ``--arms``): every listed instance tuned alone as per-instance is, with
+  dynamic's budget shared among them (``--trials`` over the number of instances, at
+  least one each): what tuning shape by shape buys for the trials dynamic spends.
 
-``--arms single,per-instance`` makes only the reference arms and stops, so that they can
+``--arms single,per-instance`` (or with ``same-budget``) makes only the reference arms
+and stops, so that they can
 be tuned ahead and several dynamic arms measured against them (a copy of the work dir
 each). Everything is checked against numpy and timed side by side, in rounds, at every listed
 instance and at instances not listed; with ``--baselines``, PyTorch eager and onnxruntime
@@ -81,8 +85,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--arms", default="dynamic,single,per-instance",
-                   help="the arms made; with fewer than all, the run stops after making "
-                   "them (reference arms tuned ahead, left in the work dir)")
+                   help="the arms made, of dynamic, single, per-instance and same-budget; "
+                   "without the first three the run stops after making them (reference "
+                   "arms tuned ahead, left in the work dir)")
     p.add_argument("--work-dir", type=Path, default=Path("build/dynamic_shapes"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
@@ -154,32 +159,38 @@ def main() -> None:
         libs["single"], facts["single"] = cached(
             args.work_dir / "single", tuned_once, default_target()
         )
-    for probe in probes if "per-instance" in made else []:
+    shared = max(1, args.trials // len(listed))  # same-budget's trials per instance
+    alone = [("per-instance", probe, args.per_instance_trials)
+             for probe in probes if "per-instance" in made]
+    alone += [("same-budget", at, shared) for at in listed if "same-budget" in made]
+    for arm, at, trials in alone:
         # the fixed-shape function, tuned and built at its instance
-        def tuned_alone(probe=probe):
+        work, label = args.work_dir / f"{arm.replace('-', '_')}_{key(at)}", f"{arm} {key(at)}"
+
+        def tuned_alone(at=at, work=work, trials=trials, label=label):
             t = time.perf_counter()
-            fixed = tvm.IRModule({"main": specialize(func, dict(zip(names, probe)))})
-            work = args.work_dir / ("per_instance_" + key(probe))
-            tune_module(fixed, work, args.per_instance_trials, default_target(),
-                        label=f"per-instance {probe}", population=args.population)
+            fixed = tvm.IRModule({"main": specialize(func, dict(zip(names, at)))})
+            tune_module(fixed, work, trials, default_target(), label=label,
+                        population=args.population)
             best = ms.tir_integration.compile_tir(
                 ms.database.JSONDatabase(work_dir=str(work)), fixed, default_target())
             return build(best.mod["main"]), {"seconds": time.perf_counter() - t}
 
-        libs[probe], facts[f"per-instance {key(probe)}"] = cached(
-            args.work_dir / ("per_instance_" + key(probe)), tuned_alone, default_target())
+        libs[arm, at], facts[label] = cached(work, tuned_alone, default_target())
     seconds = {name: f["seconds"] for name, f in facts.items()}
-    if made != {"dynamic", "single", "per-instance"}:
+    if not {"dynamic", "single", "per-instance"} <= made:
         print(f"Made {', '.join(sorted(made))} in {args.work_dir} (" + ", ".join(
             f"{k} {v:.0f} s" for k, v in seconds.items()) + "); nothing measured.")
         return
 
-    rows, raw, ratios = [], {}, []  # ratios: dynamic / per-instance at listed instances
+    rows, raw = [], {}
+    ratios = {"per-instance": [], "same-budget": []}  # dynamic / it, at listed instances
     for at in listed + unlisted:
         wl = workload(at)
         values = wl.input_arrays(seed=1)
         ref = wl.numpy(values)
-        arms = ["dynamic", "single", *([at] if at in probes else [])]
+        arms = ["dynamic", "single", *(a for a in [("per-instance", at), ("same-budget", at)]
+                                       if a in libs)]
         args_of = {}
         for arm in arms:
             outs = [tvm.runtime.tensor(np.zeros(r.shape, "float32")) for r in ref]
@@ -193,36 +204,37 @@ def main() -> None:
         for _ in range(args.rounds):
             for arm in arms:
                 times[arm] += evaluator_latency_ms(libs[arm], args_of[arm], args.repeats)
-        ms_of = {("per-instance" if isinstance(a, tuple) else a): median(t)
-                 for a, t in times.items()}
+        ms_of = {(a[0] if isinstance(a, tuple) else a): median(t) for a, t in times.items()}
         if args.baselines:
             torch = measure_torch(wl, values, ref, args.repeats * args.rounds, False)
             ort = measure_ort(wl, values, ref, args.repeats * args.rounds)
             ms_of["PyTorch"] = min(median(torch.eager2_ms), median(torch.eager1_ms))
             if not ort.skipped:
                 ms_of["onnxruntime"] = min(median(ort.ort2_ms), median(ort.ort1_ms))
-        raw[key(at)] = {str(a): t for a, t in times.items()} | {
+        raw[key(at)] = {(a[0] if isinstance(a, tuple) else a): t for a, t in times.items()} | {
             k: v for k, v in ms_of.items() if k in ("PyTorch", "onnxruntime")}
-        if at in listed and "per-instance" in ms_of:
-            ratios.append(ms_of["dynamic"] / ms_of["per-instance"])
+        for arm in ratios.keys() & ms_of.keys():
+            ratios[arm].append(ms_of["dynamic"] / ms_of[arm])
         dyn = facts["dynamic"]
         baseline = min([ms_of[k] for k in ("PyTorch", "onnxruntime") if k in ms_of] or [np.nan])
+        alike = [ms_of.get(arm) for arm in ratios]  # per-instance, same-budget
         rows.append([
             key(at), "yes" if at in listed else "no",
             str(dyn["table"][key(at)]) if at in listed else "-",
             fmt(ms_of["dynamic"]),
             fmt(dyn["predicted_ms"][key(at)]) if at in listed else "-",
             fmt(ms_of["single"]),
-            fmt(ms_of["per-instance"]) if "per-instance" in ms_of else "-",
+            *(fmt(v) if v else "-" for v in alike),
             fmt(ms_of.get("PyTorch", float("nan"))),
             fmt(ms_of.get("onnxruntime", float("nan"))),
             fmt(ms_of["dynamic"] / ms_of["single"]),
-            fmt(ms_of["dynamic"] / ms_of["per-instance"]) if "per-instance" in ms_of else "-",
+            *(fmt(ms_of["dynamic"] / v) if v else "-" for v in alike),
             fmt(ms_of["dynamic"] / baseline),
         ])
     print(header(load))
     print(f"{args.workload}, sizes {sizes}; grid {grid}; budget {args.trials} trials for "
-          f"dynamic, {single_trials} for single, {args.per_instance_trials} per probe; "
+          f"dynamic, {single_trials} for single, {args.per_instance_trials} per probe, "
+          f"{shared} per instance same-budget; "
           f"population {args.population}; "
           f"tuning and choosing took " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
           + " (dynamic's phases: " + ", ".join(
@@ -239,22 +251,24 @@ def main() -> None:
           + (", ".join(facts["dynamic"].get("held", {})) or "none") + ".")
     print(markdown_table(
         ["instance", "listed", "kernel", "dynamic ms", "predicted", "single ms",
-         "per-instance ms", "PyTorch ms", "onnxruntime ms", "dyn / single",
-         "dyn / per-instance", "dyn / fastest baseline"], rows))
-    print(against_per_instance(ratios, seconds))
+         "per-instance ms", "same-budget ms", "PyTorch ms", "onnxruntime ms",
+         "dyn / single", "dyn / per-instance", "dyn / same-budget", "dyn / fastest baseline"],
+        rows))
+    for arm, of_arm in ratios.items():
+        print(against_alone(arm, of_arm, seconds))
     if args.json:
         write_json(args.json, {"workload": args.workload, "sizes": sizes, "grid": grid,
                                "ms": raw, "arms": facts})
 
 
-def against_per_instance(ratios: list[float], seconds: dict[str, float]) -> str:
-    """Issue 17's targets over the listed instances that were tuned alone: how many the
+def against_alone(arm: str, ratios: list[float], seconds: dict[str, float]) -> str:
+    """Issue 17's targets over the listed instances that ``arm`` tuned alone: how many the
     dispatched module serves within 10% of their own tuning, the mean ratio (the grid's
     instances weigh alike), and the tuning time of those instances against dynamic's."""
-    alone = [v for k, v in seconds.items() if k.startswith("per-instance")]
+    alone = [v for k, v in seconds.items() if k.startswith(arm + " ")]
     if not ratios:
-        return "No listed instance was tuned alone."
-    return (f"Against per-instance tuning at {len(ratios)} listed instances: within 10% at "
+        return f"No listed instance was tuned alone ({arm})."
+    return (f"Against {arm} tuning at {len(ratios)} listed instances: within 10% at "
             f"{sum(r <= 1.1 for r in ratios)}, worst {max(ratios):.3f}, mean ratio "
             f"{np.mean(ratios):.3f}; tuning them alone took {sum(alone):.0f} s, "
             f"{sum(alone) / seconds['dynamic']:.2f}x dynamic's {seconds['dynamic']:.0f} s.")
