@@ -165,7 +165,9 @@ def main() -> None:
     alone += [("same-budget", at, shared) for at in listed if "same-budget" in made]
     for arm, at, trials in alone:
         # the fixed-shape function, tuned and built at its instance
-        work, label = args.work_dir / f"{arm.replace('-', '_')}_{key(at)}", f"{arm} {key(at)}"
+        # a same-budget arm's directory names its budget: another budget must not resume it
+        name = "per_instance" if arm == "per-instance" else f"same_budget_{trials}t"
+        work, label = args.work_dir / f"{name}_{key(at)}", f"{arm} {key(at)}"
 
         def tuned_alone(at=at, work=work, trials=trials, label=label):
             t = time.perf_counter()
