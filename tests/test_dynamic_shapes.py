@@ -453,16 +453,25 @@ def test_the_choice_covers_every_instance_before_it_saves_time():
     assert dyn._choose(timed[:1], grid, weights, 2) == [0]  # 4 and 8 stay uncovered
 
 
-def test_uncovered_instances_are_timed_and_long_checks_count_as_figures():
+def test_uncovered_instances_are_timed_and_checking_runs_are_not_figures():
     """The chosen kernel has no figure at batch 8: ``widen`` gives it one, and the choice
-    is made again. A checking run of RACE_MS or more replaces the prediction."""
-    near, far = (1, 16), (8, 1024)
+    is made again. A checking run is a first call: one far off the model gets the kernel
+    timed (the timed figure replaces the model's), one near it leaves the model's, long
+    or short."""
+    near, mid, far = (1, 16), (4, 256), (8, 1024)
 
     class Bench:
-        def right(self, kernel, instance):
-            return 2 * dyn.RACE_MS if instance == far else 1.0
+        ran = {near: 1.0, mid: 1.2 * dyn.RACE_MS, far: 2 * dyn.RACE_MS}
+        timed = []
 
-    kernel = dyn._Kernel(None, object(), "k", {near: 1.0, far: float("inf")})
+        def right(self, kernel, instance):
+            return self.ran[instance]
+
+        def time(self, kernel, instance, best):
+            self.timed.append(instance)
+            return 60.0
+
+    kernel = dyn._Kernel(None, object(), "k", {near: 1.0, mid: dyn.RACE_MS, far: float("inf")})
     kernel.predicted = dict(kernel.estimate)
     widened = []
 
@@ -471,15 +480,17 @@ def test_uncovered_instances_are_timed_and_long_checks_count_as_figures():
         kernel.estimate[far] = 50.0  # the model's, off the short lengths
         return True
 
-    chosen = dyn._checked_choice([kernel], [near, far], {near: 1, far: 1}, 1, Bench(), [], widen)
-    assert chosen == [0] and widened == [[far]]
-    assert kernel.estimate[far] == kernel.measured[far] == 2 * dyn.RACE_MS
-    assert near not in kernel.measured  # too short to trust one run
+    grid = [near, mid, far]
+    chosen = dyn._checked_choice([kernel], grid, dict.fromkeys(grid, 1), 1, Bench(), [], widen)
+    assert chosen == [0] and widened == [[far]] and Bench.timed == [far]
+    assert kernel.estimate[far] == kernel.measured[far] == 60.0
+    assert kernel.estimate[mid] == dyn.RACE_MS and mid not in kernel.measured
+    assert near not in kernel.measured
 
 
 def test_a_checking_run_off_the_prediction_is_timed_and_the_choice_made_again():
     """The model predicts kernel A the faster at the long instance; A's checking run
-    there is far slower than predicted (though under RACE_MS), so A is timed there, and
+    there is far slower than predicted, so A is timed there, and
     the choice, made again, takes B, whose checking run agrees with its prediction."""
     short, long = (2, 16), (2, 256)
 

@@ -26,10 +26,12 @@ on the body the longer lengths run), so a candidate costs a build and two short
 timings per nearby step size, not one per instance: the builds and the long instances'
 runs were what made choosing cost more than tuning. At most ``kernels`` are chosen
 greedily by weighted latency (a step size none of them was timed at gets them timed
-there); each is then checked at every instance, and where its checking run is long
-enough to trust (``RACE_MS``) it replaces the prediction, where it is far off the
-prediction (``SUSPECT``) the kernel is timed there and the choice made again, so the
+there); each is then checked at every instance, and where its checking run is far off
+the prediction (``SUSPECT``) the kernel is timed there and the choice made again, so the
 table of which kernel serves which instance rests on measurements at long lengths too.
+A checking run is never a figure itself: it is a module's first call at that size
+(workspace touched for the first time, code generated lazily) and can take twice the
+kernel's time.
 Timing races: a kernel whose one long run at an instance is already far slower than the
 best there is not timed further there.
 :func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
@@ -88,9 +90,9 @@ Instance = tuple[int, ...]
 #: sizes by name -> (input arrays, expected output arrays) there; see :func:`dynamic`.
 Reference = Callable[[dict[str, int]], tuple[list[np.ndarray], list[np.ndarray]]]
 
-#: A kernel whose one run at an instance takes ``RACE_MS`` or more (long enough that a
-#: cold cache does not count) and ``RACE`` times the fastest so far there is not timed
-#: further there: that one run is its figure.
+#: A kernel whose one run at an instance (after its checking run there, so not a
+#: module's first call) takes ``RACE_MS`` or more and ``RACE`` times the fastest so far
+#: there is not timed further there: that one run is its figure.
 RACE, RACE_MS = 2.0, 100.0
 #: A chosen kernel's checking run at an instance it was not timed at, off the model's
 #: figure there by more than this factor either way, gets it timed there: the model's
@@ -106,8 +108,7 @@ class Dynamic:
     names: list[str]  # the sizes, in the order of every instance tuple
     kernels: list[tirx.PrimFunc]  # the chosen schedules, replayed on the symbolic function
     table: dict[Instance, int]  # instance -> index into kernels
-    # the serving kernel's figure at each instance: its median where timed, one checking
-    # run where that run took RACE_MS or more, else the model's
+    # the serving kernel's figure at each instance: its median where timed, else the model's
     latency_ms: dict[Instance, float]
     predicted_ms: dict[Instance, float]  # the model's figure for it there
     candidates: int  # tuned records that replayed, built and were right where timed
@@ -611,10 +612,10 @@ def _checked_choice(
     """Choose by the estimates, check the chosen kernels at every instance, and choose
     again without a kernel where it is wrong, until every instance has a right one.
     Where the chosen cover no kernel at some instances, ``widen`` may time them there
-    (it says whether it timed any). A checking run of ``RACE_MS`` or more is the
-    kernel's figure where it was not timed, and one off the model's by more than
+    (it says whether it timed any). A checking run off the model's figure by more than
     ``SUSPECT`` gets the kernel timed there: the model's extrapolation to long lengths
-    misses their cache effects. Where a figure moves so, the choice is made again."""
+    misses their cache effects (and a checking run, a first call, overstates). Where the
+    figure timed moves so, the choice is made again."""
     while True:
         timed = [(p.func, p.estimate) for p in pool]
         chosen = _choose(timed, grid, weights, k, [p.lib is not None for p in pool])
@@ -629,9 +630,9 @@ def _checked_choice(
                     if i in pool[c].measured:
                         continue
                     model = pool[c].estimate[i]
-                    if ran < RACE_MS and model / SUSPECT <= ran <= model * SUSPECT:
+                    if model / SUSPECT <= ran <= model * SUSPECT:
                         continue
-                    figure = ran if ran >= RACE_MS else bench.time(pool[c], i, _best(pool, i))
+                    figure = bench.time(pool[c], i, _best(pool, i))
                     pool[c].measured[i] = pool[c].estimate[i] = figure
                     if not model / SUSPECT <= figure <= model * SUSPECT:
                         log(
