@@ -455,23 +455,25 @@ def test_the_choice_covers_every_instance_before_it_saves_time():
 
 def test_uncovered_instances_are_timed_and_checking_runs_are_not_figures():
     """The chosen kernel has no figure at batch 8: ``widen`` gives it one, and the choice
-    is made again. A checking run is a first call: one far off the model gets the kernel
-    timed (the timed figure replaces the model's), one near it leaves the model's, long
-    or short."""
-    near, mid, far = (1, 16), (4, 256), (8, 1024)
+    is made again. A checking run is a first call: one far off the model, and a second
+    call too, gets the kernel timed (the timed figure replaces the model's); one near it,
+    long or short, or a second call near it, leaves the model's."""
+    near, cold, mid, far = (1, 16), (2, 64), (4, 256), (8, 1024)
 
     class Bench:
-        ran = {near: 1.0, mid: 1.2 * dyn.RACE_MS, far: 2 * dyn.RACE_MS}
+        ran = {near: [1.0], cold: [12.0, 4.1], mid: [1.2 * dyn.RACE_MS], far: [2 * dyn.RACE_MS]}
         timed = []
 
         def right(self, kernel, instance):
-            return self.ran[instance]
+            calls = self.ran[instance]
+            return calls.pop(0) if len(calls) > 1 else calls[0]
 
         def time(self, kernel, instance, best):
             self.timed.append(instance)
             return 60.0
 
-    kernel = dyn._Kernel(None, object(), "k", {near: 1.0, mid: dyn.RACE_MS, far: float("inf")})
+    kernel = dyn._Kernel(
+        None, object(), "k", {near: 1.0, cold: 4.0, mid: dyn.RACE_MS, far: float("inf")})
     kernel.predicted = dict(kernel.estimate)
     widened = []
 
@@ -480,12 +482,13 @@ def test_uncovered_instances_are_timed_and_checking_runs_are_not_figures():
         kernel.estimate[far] = 50.0  # the model's, off the short lengths
         return True
 
-    grid = [near, mid, far]
+    grid = [near, cold, mid, far]
     chosen = dyn._checked_choice([kernel], grid, dict.fromkeys(grid, 1), 1, Bench(), [], widen)
     assert chosen == [0] and widened == [[far]] and Bench.timed == [far]
     assert kernel.estimate[far] == kernel.measured[far] == 60.0
     assert kernel.estimate[mid] == dyn.RACE_MS and mid not in kernel.measured
     assert near not in kernel.measured
+    assert kernel.estimate[cold] == 4.0 and cold not in kernel.measured
 
 
 def test_a_checking_run_off_the_prediction_is_timed_and_the_choice_made_again():

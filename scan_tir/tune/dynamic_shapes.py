@@ -27,7 +27,8 @@ timings per nearby step size, not one per instance: the builds and the long inst
 runs were what made choosing cost more than tuning. At most ``kernels`` are chosen
 greedily by weighted latency (a step size none of them was timed at gets them timed
 there); each is then checked at every instance, and where its checking run is far off
-the prediction (``SUSPECT``) the kernel is timed there and the choice made again, so the
+the prediction (``SUSPECT``), and a second call too, the kernel is timed there and the
+choice made again, so the
 table of which kernel serves which instance rests on measurements at long lengths too.
 A checking run is never a figure itself: it is a module's first call at that size
 (workspace touched for the first time, code generated lazily) and can take twice the
@@ -613,9 +614,9 @@ def _checked_choice(
     again without a kernel where it is wrong, until every instance has a right one.
     Where the chosen cover no kernel at some instances, ``widen`` may time them there
     (it says whether it timed any). A checking run off the model's figure by more than
-    ``SUSPECT`` gets the kernel timed there: the model's extrapolation to long lengths
-    misses their cache effects (and a checking run, a first call, overstates). Where the
-    figure timed moves so, the choice is made again."""
+    ``SUSPECT``, and a second call after it too (a first call overstates), gets the
+    kernel timed there: the model's extrapolation to long lengths misses their cache
+    effects. Where the figure timed moves so, the choice is made again."""
     while True:
         timed = [(p.func, p.estimate) for p in pool]
         chosen = _choose(timed, grid, weights, k, [p.lib is not None for p in pool])
@@ -630,7 +631,8 @@ def _checked_choice(
                     if i in pool[c].measured:
                         continue
                     model = pool[c].estimate[i]
-                    if model / SUSPECT <= ran <= model * SUSPECT:
+                    if any(model / SUSPECT <= ms_ <= model * SUSPECT
+                           for ms_ in (ran, bench.right(pool[c], i))):  # a first call, a second
                         continue
                     figure = bench.time(pool[c], i, _best(pool, i))
                     pool[c].measured[i] = pool[c].estimate[i] = figure
