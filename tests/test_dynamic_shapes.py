@@ -578,6 +578,33 @@ def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
 
 
+@pytest.mark.slow
+def test_a_candidate_is_timed_where_its_task_was_tuned(tmp_path, monkeypatch):
+    """Candidates are timed at the two shortest lengths, which fit the length's cost;
+    one tuned at a longer length is timed there too, else its figure where it was
+    tuned would be the line's extrapolation from the short lengths."""
+    timed = []
+    time_ = dyn._time
+    monkeypatch.setattr(
+        dyn, "_time", lambda kernel, at, *rest: (timed.append(list(at)), time_(kernel, at, *rest))
+    )
+    func = workloads.get("gru", seq=32, **SIZES).symbolic_func(["batch", "seq"])
+    mod = tvm.IRModule({"main": specialize(func.with_attr("global_symbol", "main"),
+                                           {"batch": 2, "seq": 32})})
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    target = default_target()
+    sch = s_tir.Schedule(mod)
+    sch.get_sblock("xw_dense")  # the default schedule: get_top_k drops an empty trace
+    database.commit_tuning_record(ms.database.TuningRecord(
+        sch.trace, database.commit_workload(mod), [1e-3], target))
+    dyn.dynamic(  # the record committed is the task's one trial: nothing tuned
+        func, tmp_path, {"batch": [2], "seq": [4, 8, 32]}, trials=1, candidates=1,
+        kernels=1, representatives=[(2, 32)], target=target,
+        reference=workloads.get("gru", seq=32, **SIZES).symbolic_case(),
+    )
+    assert timed[0] == [(2, 4), (2, 8), (2, 32)]
+
+
 def test_a_body_at_a_smaller_batch_is_the_record_replayed_there():
     """A record tuned at batch 4 tiles the GRU's hoisted product by 4 rows of batch; its
     symbolic schedule fixed at batch 2 would keep the rows padded to 4 (twice the

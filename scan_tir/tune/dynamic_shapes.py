@@ -265,7 +265,8 @@ def dynamic(
         size shapes the step).
     predict
         Time each candidate at the two shortest lengths only (the grid's corners where
-        no size shapes the step) and predict the other instances
+        no size shapes the step) and at its own representative, and predict the other
+        instances
         (:mod:`~scan_tir.tune.instance_cost`); the chosen kernels are then checked and
         timed everywhere. False times every candidate everywhere.
     reference
@@ -334,9 +335,10 @@ def dynamic(
                 skipped.append(f"{where}: serves {only} only ({kernel.where})")
                 log(f"dynamic: {skipped[-1]}")
                 kernel.where = where
+            own_at = [rep] if rep in grid and rep not in timed_at else []
             serves = [
                 i
-                for i in timed_at
+                for i in [*timed_at, *own_at]  # and where it was tuned: its length's rows
                 if kernel.serves(tuple(i[k] for k in step))
                 and all(i[k] in values for k, values in zip(step, near))
             ]
