@@ -169,16 +169,10 @@ def main() -> None:
         name = "per_instance" if arm == "per-instance" else f"same_budget_{trials}t"
         work, label = args.work_dir / f"{name}_{key(at)}", f"{arm} {key(at)}"
 
-        def tuned_alone(at=at, work=work, trials=trials, label=label):
-            t = time.perf_counter()
-            fixed = tvm.IRModule({"main": specialize(func, dict(zip(names, at)))})
-            tune_module(fixed, work, trials, default_target(), label=label,
-                        population=args.population)
-            best = ms.tir_integration.compile_tir(
-                ms.database.JSONDatabase(work_dir=str(work)), fixed, default_target())
-            return build(best.mod["main"]), {"seconds": time.perf_counter() - t}
+        def alone_at(at=at, work=work, trials=trials, label=label):
+            return tuned_alone(func, dict(zip(names, at)), work, trials, args.population, label)
 
-        libs[arm, at], facts[label] = cached(work, tuned_alone, default_target())
+        libs[arm, at], facts[label] = cached(work, alone_at, default_target())
     seconds = {name: f["seconds"] for name, f in facts.items()}
     if not {"dynamic", "single", "per-instance"} <= made:
         print(f"Made {', '.join(sorted(made))} in {args.work_dir} (" + ", ".join(
@@ -193,19 +187,8 @@ def main() -> None:
         ref = wl.numpy(values)
         arms = ["dynamic", "single", *(a for a in [("per-instance", at), ("same-budget", at)]
                                        if a in libs)]
-        args_of = {}
-        for arm in arms:
-            outs = [tvm.runtime.tensor(np.zeros(r.shape, "float32")) for r in ref]
-            ins = [tvm.runtime.tensor(v) for v in values]
-            libs[arm]["main"](*ins, *outs)
-            err = max(max_err(o.numpy(), r) for o, r in zip(outs, ref, strict=True))
-            if err > 1e-4:
-                raise SystemExit(f"{arm} off from numpy at {at}: {err:.3g}")
-            args_of[arm] = [*ins, *outs]
-        times = {arm: [] for arm in arms}
-        for _ in range(args.rounds):
-            for arm in arms:
-                times[arm] += evaluator_latency_ms(libs[arm], args_of[arm], args.repeats)
+        times = side_by_side({arm: libs[arm] for arm in arms}, values, ref, key(at),
+                             args.rounds, args.repeats)
         ms_of = {(a[0] if isinstance(a, tuple) else a): median(t) for a, t in times.items()}
         if args.baselines:
             torch = measure_torch(wl, values, ref, args.repeats * args.rounds, False)
@@ -274,6 +257,43 @@ def against_alone(arm: str, ratios: list[float], seconds: dict[str, float]) -> s
             f"{sum(r <= 1.1 for r in ratios)}, worst {max(ratios):.3f}, mean ratio "
             f"{np.mean(ratios):.3f}; tuning them alone took {sum(alone):.0f} s, "
             f"{sum(alone) / seconds['dynamic']:.2f}x dynamic's {seconds['dynamic']:.0f} s.")
+
+
+def side_by_side(
+    libs: dict[Any, Any], values: list[np.ndarray], ref: list[np.ndarray], where: str,
+    rounds: int, repeats: int,
+) -> dict[Any, list[float]]:
+    """Each library's ``main`` checked against numpy's ``ref`` on ``values`` (its first
+    call, so that the clock never sees one), then all timed in ``rounds`` that take each
+    in turn, so that a drift of the machine falls on all alike: ms by key."""
+    calls = {}
+    for name, lib in libs.items():
+        outs = [tvm.runtime.tensor(np.zeros(r.shape, "float32")) for r in ref]
+        ins = [tvm.runtime.tensor(v) for v in values]
+        lib["main"](*ins, *outs)
+        err = max(max_err(o.numpy(), r) for o, r in zip(outs, ref, strict=True))
+        if err > 1e-4:
+            raise SystemExit(f"{name} off from numpy at {where}: {err:.3g}")
+        calls[name] = [*ins, *outs]
+    times = {name: [] for name in libs}
+    for _ in range(rounds):
+        for name, lib in libs.items():
+            times[name] += evaluator_latency_ms(lib, calls[name], repeats)
+    return times
+
+
+def tuned_alone(
+    func: tvm.tirx.PrimFunc, at: dict[str, int], work: Path, trials: int, population: int,
+    label: str,
+) -> tuple[Any, dict]:
+    """The symbolic ``func`` fixed at ``at``, tuned alone in ``work`` and built there: the
+    per-instance and same-budget arms' kernel, and its tuning seconds."""
+    t = time.perf_counter()
+    fixed = tvm.IRModule({"main": specialize(func, at)})
+    tune_module(fixed, work, trials, default_target(), label=label, population=population)
+    best = ms.tir_integration.compile_tir(
+        ms.database.JSONDatabase(work_dir=str(work)), fixed, default_target())
+    return build(best.mod["main"]), {"seconds": time.perf_counter() - t}
 
 
 def cached(

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import tvm
 from bench.build import build
-from bench.check import max_err
 from bench.report import fmt, header, markdown_table, start_run
-from bench.timing import evaluator_latency_ms, median
+from bench.timing import median
+from dynamic_shapes import side_by_side
 from tvm.s_tir import meta_schedule as ms
 
 from scan_tir import workloads
@@ -50,7 +50,8 @@ def main() -> None:
     load = start_run()
     sizes = {k: int(v) for k, v in (kv.split("=") for kv in args.sizes.split(","))}
     task = tuple(int(v) for v in args.task.split("x"))
-    at = [task] + [tuple(int(v) for v in t.split("x")) for t in args.at.split(",")]
+    at = list(dict.fromkeys(  # the task first, once, even where --at lists it
+        [task] + [tuple(int(v) for v in t.split("x")) for t in args.at.split(",")]))
     func = workloads.get(args.workload, seq=task[1], **sizes).symbolic_func(NAMES)
     main_func = func.with_attr("global_symbol", "main")
     mod = tvm.IRModule({"main": specialize(main_func, dict(zip(NAMES, task)))})
@@ -67,13 +68,8 @@ def main() -> None:
 
     def timed(lib: tvm.runtime.Module, instance: tuple[int, int]) -> float:
         values, ref = cases[instance]
-        outs = [tvm.runtime.tensor(np.zeros(r.shape, "float32")) for r in ref]
-        ins = [tvm.runtime.tensor(v) for v in values]
-        lib["main"](*ins, *outs)
-        err = max(max_err(o.numpy(), r) for o, r in zip(outs, ref, strict=True))
-        if err > 1e-4:
-            raise SystemExit(f"off from numpy at {instance}: {err:.3g}")
-        return median(evaluator_latency_ms(lib, [*ins, *outs], args.repeats))
+        return median(side_by_side({"record": lib}, values, ref, str(instance), 1,
+                                   args.repeats)["record"])
 
     def served(record: ms.database.TuningRecord, batch: int) -> tvm.runtime.Module:
         """As dynamic serves a record at ``batch``: replayed on the symbolic function, the
