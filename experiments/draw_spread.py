@@ -42,8 +42,7 @@ def main() -> None:
     args = p.parse_args()
     load = start_run()
     sizes = {k: int(v) for k, v in (kv.split("=") for kv in args.sizes.split(","))}
-    func = workloads.get(args.workload, seq=16, batch=1, **sizes).symbolic_func(
-        ["batch", "seq"])
+    func = workloads.get(args.workload, seq=16, **sizes).symbolic_func(["batch", "seq"])
     dispatched = args.work_dir / "dynamic" / "arm.so"
     if not dispatched.exists():
         raise SystemExit(f"{dispatched}: no dispatched module; run the grid first")

@@ -28,11 +28,10 @@ runs were what made choosing cost more than tuning. At most ``kernels`` are chos
 greedily by weighted latency (a step size none of them was timed at gets them timed
 there); each is then checked at every instance, and where its checking run is far off
 the prediction (``SUSPECT``), and a second call too, the kernel is timed there and the
-choice made again, so the
-table of which kernel serves which instance rests on measurements at long lengths too.
-A checking run is never a figure itself: it is a module's first call at that size
-(workspace touched for the first time, code generated lazily) and can take twice the
-kernel's time.
+choice made again, so the table of which kernel serves which instance rests on
+measurements at long lengths too. A checking run is never a figure itself: it is a
+module's first call at that size (workspace touched for the first time, code generated
+lazily) and can take far longer than the kernel's steady time.
 Timing races: a kernel whose one long run at an instance is already far slower than the
 best there is not timed further there.
 :func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
