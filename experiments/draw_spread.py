@@ -16,6 +16,7 @@ experiments/draw_spread.py --work-dir build/grid_lstm_v8 --at 1x1024``.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import tvm
@@ -27,6 +28,11 @@ from scan_tir import workloads
 from scan_tir.tune import default_target
 
 
+def made_in(arm: Path) -> list:
+    """The packed weights (their [shape, dtype]) the library an arm left in ``arm`` takes."""
+    return json.loads((arm / "arm.json").read_text()).get("packed", [])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workload", default="lstm", help="the grid run's --workload")
@@ -36,17 +42,20 @@ def main() -> None:
     p.add_argument("--draws", type=int, default=3, help="tunings made besides the grid's")
     p.add_argument("--trials", type=int, default=16, help="the grid's --per-instance-trials")
     p.add_argument("--population", type=int, default=128, help="the grid's --population")
+    p.add_argument("--packed", action="store_true", help="the grid run's --packed")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
     load = start_run()
     sizes = {k: int(v) for k, v in (kv.split("=") for kv in args.sizes.split(","))}
-    func = workloads.get(args.workload, seq=16, **sizes).symbolic_func(["batch", "seq"])
+    func = workloads.get(args.workload, seq=16, **sizes).symbolic_func(
+        ["batch", "seq"], packed=args.packed)
     dispatched = args.work_dir / "dynamic" / "arm.so"
     if not dispatched.exists():
         raise SystemExit(f"{dispatched}: no dispatched module; run the grid first")
     dynamic = tvm.runtime.load_module(str(dispatched))
+    packed = {"dynamic": made_in(dispatched.parent)}
     rows, raw = [], {}
     for text in args.at.split(","):
         batch, seq = map(int, text.split("x"))
@@ -54,19 +63,21 @@ def main() -> None:
         if not grid_draw.exists():
             raise SystemExit(f"{grid_draw}: the grid run has no per-instance draw at {text}")
         libs = {"dynamic": dynamic, "draw 1": tvm.runtime.load_module(str(grid_draw))}
+        packed["draw 1"] = made_in(grid_draw.parent)
         for k in range(2, args.draws + 2):
             work = args.work_dir / f"per_instance_{text}_draw{k}"
             at, label = {"batch": batch, "seq": seq}, f"draw {k} {text}"
-            libs[f"draw {k}"], _ = cached(
+            libs[f"draw {k}"], facts = cached(
                 work,
                 lambda work=work, at=at, label=label: tuned_alone(
                     func, at, work, args.trials, args.population, label),
                 default_target(),
             )
+            packed[f"draw {k}"] = facts.get("packed", [])
         wl = workloads.get(args.workload, **{**sizes, "batch": batch, "seq": seq})
         values = wl.input_arrays(seed=1)
         ref = wl.numpy(values)
-        times = side_by_side(libs, values, ref, text, args.rounds, args.repeats)
+        times = side_by_side(libs, values, ref, text, args.rounds, args.repeats, packed)
         ms_of = {name: median(t) for name, t in times.items()}
         draws = sorted(v for name, v in ms_of.items() if name != "dynamic")
         raw[text] = times

@@ -23,8 +23,12 @@ and stops, so that they can
 be tuned ahead and several dynamic arms measured against them (a copy of the work dir
 each). Everything is checked against numpy and timed side by side, in rounds, at every listed
 instance and at instances not listed; with ``--baselines``, PyTorch eager and onnxruntime
-(2 and 1 threads each, the faster kept) at every instance too. Weights are unpacked (a
-kernel chosen at run time reads the weights as given). Tuning times include timing the
+(2 and 1 threads each, the faster kept) at every instance too. Weights are read as given,
+or, with ``--packed``, marked layout-free in every arm: each task is tuned on weights
+packed for its tiles, and each arm's module takes them packed, one copy per distinct
+layout, made once by its ``prepack`` before it is timed (``Workload.symbolic_func``,
+``scan_tir.transform.weight_prepack``), as issue 16's tables time prepacked weights.
+Tuning times include timing the
 candidates. Instances are written ``SEQ`` or, with ``--batches``, ``BATCHxSEQ``. Each arm
 leaves its library and facts (tuning seconds, table, predictions) in its work dir, and a
 rerun with the same work dir takes them from there: a killed run resumes at the next arm
@@ -44,7 +48,7 @@ from typing import Any
 
 import numpy as np
 import tvm
-from bench.build import build
+from bench.build import build_prepacked
 from bench.check import max_err
 from bench.onnx_baseline import measure_ort
 from bench.report import fmt, header, markdown_table, start_run, write_json
@@ -53,9 +57,10 @@ from bench.torch_baselines import measure_torch
 from tvm.s_tir import meta_schedule as ms
 
 from scan_tir import workloads
+from scan_tir.db.records import repair
 from scan_tir.tune import default_target, dispatch_target, dynamic
 from scan_tir.tune.symbolic import apply_best, specialize
-from scan_tir.tune.tuner import tune_module
+from scan_tir.tune.tuner import records_of, tune_module
 
 
 def main() -> None:
@@ -88,6 +93,8 @@ def main() -> None:
                    help="the arms made, of dynamic, single, per-instance and same-budget; "
                    "without the first three the run stops after making them (reference "
                    "arms tuned ahead, left in the work dir)")
+    p.add_argument("--packed", action="store_true",
+                   help="weights layout-free in every arm, packed once for each kernel")
     p.add_argument("--work-dir", type=Path, default=Path("build/dynamic_shapes"))
     p.add_argument("--json", type=Path)
     args = p.parse_args()
@@ -111,7 +118,7 @@ def main() -> None:
     probes = listed if args.per_instance == "all" else [
         instance(t) for t in args.per_instance.split(",") if t]
     zoo = workloads.get(args.workload, seq=grid["seq"][0], **sizes)
-    func = zoo.symbolic_func(names)
+    func = zoo.symbolic_func(names, packed=args.packed)
 
     def workload(at: tuple[int, ...]) -> workloads.Workload:
         return workloads.get(args.workload, **{**sizes, **dict(zip(names, at))})
@@ -119,7 +126,7 @@ def main() -> None:
     def key(at: tuple[int, ...]) -> str:
         return "x".join(map(str, at))
 
-    facts, libs = {}, {}
+    facts, libs, packed = {}, {}, {}  # packed: arm -> its packed weights' [shape, dtype]
 
     def tuned():
         t = time.perf_counter()
@@ -130,6 +137,7 @@ def main() -> None:
                     predict=not args.time_everywhere, reference=zoo.symbolic_case())
         return r.compile(dispatch_target(default_target())).jit(), {
             "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
+            "packed": [[list(shape), dtype] for shape, dtype in r.packed],
             "candidates": r.candidates, "skipped": r.skipped, "phases_s": r.seconds,
             "table": {key(i): k for i, k in r.table.items()},
             "latency_ms": {key(i): v for i, v in r.latency_ms.items()},
@@ -144,11 +152,11 @@ def main() -> None:
         t = time.perf_counter()
         at = specialize(func, dict(zip(names, instance(args.single_at))))
         work = args.work_dir / "single"
-        tune_module(tvm.IRModule({"main": at}), work, single_trials, default_target(),
-                    label="single", population=args.population)
+        resumed(tvm.IRModule({"main": at}), work, single_trials, args.population, "single")
         replayed = apply_best(ms.database.JSONDatabase(work_dir=str(work)), at, func,
                               default_target())
-        return build(replayed), {"seconds": time.perf_counter() - t}
+        lib, packed = build_prepacked(replayed)
+        return lib, {"seconds": time.perf_counter() - t, "packed": packed}
 
     made = set(args.arms.split(","))
     if "dynamic" in made:
@@ -173,7 +181,9 @@ def main() -> None:
             return tuned_alone(func, dict(zip(names, at)), work, trials, args.population, label)
 
         libs[arm, at], facts[label] = cached(work, alone_at, default_target())
+        packed[arm, at] = facts[label].get("packed", [])
     seconds = {name: f["seconds"] for name, f in facts.items()}
+    packed |= {arm: facts[arm].get("packed", []) for arm in ("dynamic", "single") if arm in facts}
     if not {"dynamic", "single", "per-instance"} <= made:
         print(f"Made {', '.join(sorted(made))} in {args.work_dir} (" + ", ".join(
             f"{k} {v:.0f} s" for k, v in seconds.items()) + "); nothing measured.")
@@ -188,7 +198,7 @@ def main() -> None:
         arms = ["dynamic", "single", *(a for a in [("per-instance", at), ("same-budget", at)]
                                        if a in libs)]
         times = side_by_side({arm: libs[arm] for arm in arms}, values, ref, key(at),
-                             args.rounds, args.repeats)
+                             args.rounds, args.repeats, packed)
         ms_of = {(a[0] if isinstance(a, tuple) else a): median(t) for a, t in times.items()}
         if args.baselines:
             torch = measure_torch(wl, values, ref, args.repeats * args.rounds, False)
@@ -217,7 +227,8 @@ def main() -> None:
             fmt(ms_of["dynamic"] / baseline),
         ])
     print(header(load))
-    print(f"{args.workload}, sizes {sizes}; grid {grid}; budget {args.trials} trials for "
+    print(f"{args.workload}, sizes {sizes}" + (", weights prepacked" if args.packed else "")
+          + f"; grid {grid}; budget {args.trials} trials for "
           f"dynamic, {single_trials} for single, {args.per_instance_trials} per probe, "
           f"{shared} per instance same-budget; "
           f"population {args.population}; "
@@ -243,6 +254,7 @@ def main() -> None:
         print(against_alone(arm, of_arm, seconds))
     if args.json:
         write_json(args.json, {"workload": args.workload, "sizes": sizes, "grid": grid,
+                               "packed": args.packed,
                                "ms": raw, "arms": facts})
 
 
@@ -261,20 +273,25 @@ def against_alone(arm: str, ratios: list[float], seconds: dict[str, float]) -> s
 
 def side_by_side(
     libs: dict[Any, Any], values: list[np.ndarray], ref: list[np.ndarray], where: str,
-    rounds: int, repeats: int,
+    rounds: int, repeats: int, packed: dict[Any, list] | None = None,
 ) -> dict[Any, list[float]]:
     """Each library's ``main`` checked against numpy's ``ref`` on ``values`` (its first
     call, so that the clock never sees one), then all timed in ``rounds`` that take each
-    in turn, so that a drift of the machine falls on all alike: ms by key."""
+    in turn, so that a drift of the machine falls on all alike: ms by key. A library
+    with ``packed`` weights (their [shape, dtype] by key) gets them made by its
+    ``prepack`` first, untimed, as a deployment packs them once."""
     calls = {}
     for name, lib in libs.items():
         outs = [tvm.runtime.tensor(np.zeros(r.shape, "float32")) for r in ref]
         ins = [tvm.runtime.tensor(v) for v in values]
-        lib["main"](*ins, *outs)
+        made = [tvm.runtime.tensor(np.zeros(s, d)) for s, d in (packed or {}).get(name, [])]
+        if made:  # after the outputs, as the function takes them
+            lib["prepack"](*ins, *outs, *made)
+        lib["main"](*ins, *outs, *made)
         err = max(max_err(o.numpy(), r) for o, r in zip(outs, ref, strict=True))
         if err > 1e-4:
             raise SystemExit(f"{name} off from numpy at {where}: {err:.3g}")
-        calls[name] = [*ins, *outs]
+        calls[name] = [*ins, *outs, *made]
     times = {name: [] for name in libs}
     for _ in range(rounds):
         for name, lib in libs.items():
@@ -290,10 +307,22 @@ def tuned_alone(
     per-instance and same-budget arms' kernel, and its tuning seconds."""
     t = time.perf_counter()
     fixed = tvm.IRModule({"main": specialize(func, at)})
-    tune_module(fixed, work, trials, default_target(), label=label, population=population)
+    resumed(fixed, work, trials, population, label)
     best = ms.tir_integration.compile_tir(
         ms.database.JSONDatabase(work_dir=str(work)), fixed, default_target())
-    return build(best.mod["main"]), {"seconds": time.perf_counter() - t}
+    lib, packed = build_prepacked(best.mod["main"])
+    return lib, {"seconds": time.perf_counter() - t, "packed": packed}
+
+
+def resumed(mod: tvm.IRModule, work: Path, trials: int, population: int, label: str) -> None:
+    """``mod`` tuned in ``work`` until it holds ``trials`` records of it: a killed arm, or
+    one whose library is made again, resumes from its records (a line a kill cut short
+    dropped first)."""
+    if (work / "database_tuning_record.json").exists():
+        repair(work)
+    more = trials - records_of(work, mod)
+    if more > 0:
+        tune_module(mod, work, more, default_target(), label=label, population=population)
 
 
 def cached(

@@ -1,7 +1,7 @@
 """``scan-tir``: tune a workload, inspect and check a tuning database.
 
     scan-tir tune WORKLOAD [--sizes k=v,...] --trials N --work-dir D [--rpc HOST:PORT:KEY]
-                  [--per-scan | --dynamic SIZE=V,V,... [--kernels K] [--out LIB.so]]
+                  [--per-scan | --dynamic SIZE=V,V,... [--kernels K] [--packed] [--out LIB.so]]
                   [--legacy] [--[no-]fast-math] [--[no-]copies-in-step] [--[no-]merge-updates]
     scan-tir db summary D | top D -k K | show D --record I
     scan-tir db verify D [--seq N] [--build-timeout S] [--own-targets] [--records A-B]
@@ -91,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
                    "of these chunk lengths (scan_tir.tune.tune_forms), each in "
                    "WORK_DIR/<form>, and say which form is fastest")
     t.add_argument("--kernels", type=int, default=4, help="with --dynamic (default 4)")
+    t.add_argument("--packed", action="store_true",
+                   help="with --dynamic: tune on weights packed for each kernel's tiles; the "
+                   "library's 'prepack' packs them once, and 'main' takes them after its "
+                   "parameters")
     t.add_argument("--out", "-o", type=Path, help="with --dynamic: write the library here")
     t.add_argument("--time-everywhere", action="store_true",
                    help="with --dynamic: time every candidate at every instance instead of "
@@ -202,8 +206,10 @@ def _tune(args: argparse.Namespace) -> int:
         return _tune_dynamic(args, workload)
     if args.chunks:
         return _tune_forms(args, workload)
-    if args.out or args.time_everywhere:
-        raise UsageError(f"{'--out' if args.out else '--time-everywhere'} goes with --dynamic")
+    alone = [f for f, given in [("--out", args.out), ("--time-everywhere", args.time_everywhere),
+                                ("--packed", args.packed)] if given]
+    if alone:
+        raise UsageError(f"{alone[0]} goes with --dynamic")
     result = tune(
         workload,
         args.work_dir,
@@ -259,7 +265,7 @@ def _tune_dynamic(args: argparse.Namespace, workload) -> int:
             instances[name] = [int(v) for v in values.split(",")]
         except ValueError:
             raise UsageError(f"--dynamic: expected SIZE=V,V,..., got {text!r}") from None
-    func = workload.symbolic_func(list(instances))
+    func = workload.symbolic_func(list(instances), packed=args.packed)
     result = dynamic(func, args.work_dir, instances, trials=args.trials, kernels=args.kernels,
                      population=args.population, predict=not args.time_everywhere,
                      reference=workload.symbolic_case())
@@ -274,7 +280,11 @@ def _tune_dynamic(args: argparse.Namespace, workload) -> int:
     if args.out:
         result.compile(default_target()).export_library(str(args.out))
         print(f"wrote {args.out} (tvm.runtime.load_module; 'main' takes the function's "
-              "inputs and outputs at any size)")
+              "inputs and outputs at any size" + (
+                  ", then the packed weights, of shapes " + ", ".join(
+                      str(list(shape)) for shape, _ in result.packed)
+                  + ", which 'prepack' fills once from the same arguments)"
+                  if result.packed else ")"))
     return OK
 
 

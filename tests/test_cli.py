@@ -104,6 +104,8 @@ def test_verify_refuses_a_malformed_range(tiny, capsys, text):
          "--out goes with --dynamic"),
         (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--time-everywhere"],
          "--time-everywhere goes with --dynamic"),
+        (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--packed"],
+         "--packed goes with --dynamic"),
         (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "seq=4,x"],
          "expected SIZE=V,V,..., got 'seq=4,x'"),
         (["tune", "lstm", "--trials", "1", "-d", "{tmp}", "--dynamic", "seq=4", "--per-scan"],

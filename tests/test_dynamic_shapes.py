@@ -204,7 +204,7 @@ def test_a_kernel_far_slower_than_the_best_is_timed_once():
     bench.cases = {(1,): ([np.zeros(2, "float32")], [])}
     for seconds, best, timed in [(0.15, 0.05, 0), (0.15, 100.0, 1), (0.01, 0.001, 1)]:
         lib = Lib(seconds)
-        ms = bench.time(dyn._Kernel(None, lib, "k", {}), (1,), best * 1e3)
+        ms = bench.time(dyn._Kernel(None, dyn._Built(lib, []), "k", {}), (1,), best * 1e3)
         assert lib.timed == timed, (seconds, best)
         assert ms >= seconds * 1e3
 
@@ -233,9 +233,9 @@ def test_a_modules_first_lookup_is_not_timed():
     bench = dyn._Bench.__new__(dyn._Bench)
     bench.repeat, bench.step, bench.names, bench.outputs = 3, [], ["seq"], []
     bench.cases = {(1,): ([np.zeros(2, "float32")], [])}
-    assert 0 < bench.check(Lib(), (1,)) < 100
+    assert 0 < bench.check(dyn._Built(Lib(), []), (1,)) < 100
     lib = Lib()
-    assert bench.time(dyn._Kernel(None, lib, "k", {}), (1,), 0.001) < 100
+    assert bench.time(dyn._Kernel(None, dyn._Built(lib, []), "k", {}), (1,), 0.001) < 100
     assert lib.timed == 1
 
 
@@ -630,3 +630,35 @@ def test_a_body_at_a_smaller_batch_is_the_record_replayed_there():
     got, want = outputs(case, lib, case.input_arrays())
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_weights_packed_once_serve_every_shape(tmp_path):
+    """With the weights layout-free, the tasks are tuned on packed weights and the
+    dispatching function takes them packed, one parameter per distinct layout of its
+    kernels: one ``prepack``, then right at listed shapes, between and beyond them, at
+    batch 1 and length 1 and at a long length, all on the same packed tensors."""
+    wl = workloads.get("lstm", seq=16, **SIZES)
+    func = wl.symbolic_func(["batch", "seq"], packed=True)
+    result = dyn.dynamic(
+        func, tmp_path, {"batch": [1, 4], "seq": [4, 32]}, trials=4, population=8,
+        candidates=2, kernels=2, representatives=[(4, 32)], reference=wl.symbolic_case(),
+    )
+    assert result.packed, "no kernel packs a weight: the test checked nothing"
+    lib = result.compile()
+    weights = [int(i) for i in func.attrs["layout_free_buffers"]]
+    given = wl.input_arrays(seed=5)
+    packed = None
+    for batch, seq in [(1, 1), (4, 32), (3, 5), (1, 3), (5, 33), (2, 1024)]:
+        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
+        inputs = [given[k] if k in weights else a for k, a in enumerate(case.input_arrays())]
+        want = case.numpy(inputs)
+        args = [tvm.runtime.tensor(a) for a in inputs]
+        args += [tvm.runtime.tensor(np.zeros(w.shape, "float32")) for w in want]
+        if packed is None:  # once, from the first call's weights
+            packed = [tvm.runtime.tensor(np.zeros(s, d)) for s, d in result.packed]
+            lib["prepack"](*args, *packed)
+        lib["main"](*args, *packed)
+        for got, w in zip(args[len(inputs):], want):
+            np.testing.assert_allclose(got.numpy(), w, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"{batch=} {seq=}")

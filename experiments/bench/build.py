@@ -10,6 +10,7 @@ import tvm
 from tvm import tirx
 
 from scan_tir.transform.pipeline import PIPELINE
+from scan_tir.transform.weight_prepack import prepack_module
 from scan_tir.tune import default_target
 
 
@@ -23,6 +24,15 @@ def build(func: tirx.PrimFunc) -> tvm.runtime.Module:
     """Compile one PrimFunc as ``main`` (whatever its global_symbol) and load it."""
     func = func.with_attr("global_symbol", "main")
     return tvm.compile(tvm.IRModule({"main": func}), target=target(), tir_pipeline=PIPELINE).jit()
+
+
+def build_prepacked(func: tirx.PrimFunc) -> tuple[tvm.runtime.Module, list]:
+    """:func:`build`, where the function packs weights with ``prepack`` beside ``main``
+    (``scan_tir.transform.weight_prepack``): the module, and the [shape, dtype] of each
+    packed weight both take after the function's parameters (empty: none)."""
+    mod, packed = prepack_module(func)
+    lib = tvm.compile(mod, target=target(), tir_pipeline=PIPELINE).jit()
+    return lib, [[list(shape), dtype] for shape, dtype in packed]
 
 
 def param_shape(param: tirx.Var) -> tuple[int, ...]:

@@ -1,8 +1,9 @@
 """Passes on lowered or tuned functions.
 
 ``layout_free`` (weights MetaSchedule may repack), ``prepacked`` (a tuned function run
-on weights packed ahead of time) and ``pad_rows`` (a product hoisted out of a scan
-computed over whole tiles at a symbolic length), and ``PersistentLaunch`` with the TIR
+on weights packed ahead of time), ``split_weight_prepack`` (the same for a function that
+dispatches among kernels, each packing its own way) and ``pad_rows`` (a product hoisted
+out of a scan computed over whole tiles at a symbolic length), and ``PersistentLaunch`` with the TIR
 pipeline ``PIPELINE`` every scan-tir build uses (a time loop run inside one thread-pool
 launch, a barrier per nest; functions that StorageRewrite could merge unsafely,
 ``merged_unsafely``, lowered without it), which starts with ``ConcurrentLanes`` (independent scans
@@ -21,6 +22,7 @@ from .pipeline import PIPELINE, merged_unsafely
 from .pipelined_scans import PipelinedScans
 from .prepacked import elide_param_copies, prepacked
 from .tile_buffers import BoundTileBuffers
+from .weight_prepack import prepack_module, split_weight_prepack
 
 __all__ = [
     "PIPELINE",
@@ -32,5 +34,7 @@ __all__ = [
     "layout_free",
     "merged_unsafely",
     "pad_rows",
+    "prepack_module",
     "prepacked",
+    "split_weight_prepack",
 ]

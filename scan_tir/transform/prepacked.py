@@ -84,27 +84,37 @@ def elide_param_copies(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not isinstance(func.body, s_tir.SBlockRealize):
         return func
     root = func.body.block
-    nests = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
     writers = _writers(root)
     params = [p for p in func.params if writers.get(p, 0) == 0]
+    new_root = elide_copies_in(root, params)
+    if new_root.same_as(root):
+        return func
+    realize = s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root)
+    return func.with_body(realize)
+
+
+def elide_copies_in(block: s_tir.SBlock, params: list[Var]) -> s_tir.SBlock:
+    """``block`` without the loop nests of its body that copy one of ``params`` (buffers
+    nothing writes) into a buffer ``block`` allocates, in the same layout: the copy's
+    readers read the parameter."""
+    nests = list(block.body.seq) if isinstance(block.body, tirx.SeqStmt) else [block.body]
+    writers = _writers(block)
     kept, mapping = [], []
     for nest in nests:
-        block = _only_block(nest)
+        inner = _only_block(nest)
         param = None
-        if block is not None and len(block.writes) == 1 and writers[block.writes[0].source] == 1:
-            param = _copied_param(block, params, list(root.alloc_buffers))
+        if inner is not None and len(inner.writes) == 1 and writers[inner.writes[0].source] == 1:
+            param = _copied_param(inner, params, list(block.alloc_buffers))
         if param is None:
             kept.append(nest)
         else:
-            mapping.append((block.writes[0].source, param))
+            mapping.append((inner.writes[0].source, param))
     if not mapping:
-        return func
+        return block
     copies = [copy for copy, _ in mapping]
     body = substitute_buffers(tirx.SeqStmt(kept) if len(kept) > 1 else kept[0], mapping)
-    allocs = [a for a in root.alloc_buffers if not any(a.same_as(c) for c in copies)]
-    new_root = rebuilt(root, body=body, alloc_buffers=allocs)
-    realize = s_tir.SBlockRealize(func.body.iter_values, func.body.predicate, new_root)
-    return func.with_body(realize)
+    allocs = [a for a in block.alloc_buffers if not any(a.same_as(c) for c in copies)]
+    return rebuilt(block, body=body, alloc_buffers=allocs)
 
 
 def prepacked(mod: tvm.IRModule) -> tvm.IRModule:

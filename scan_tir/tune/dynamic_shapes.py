@@ -78,6 +78,7 @@ from ..db import numerics
 from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, find_scans, scan_violations
 from ..transform.pipeline import PIPELINE
+from ..transform.weight_prepack import prepack_module
 from .dispatch import dispatch, dispatch_target, nearest_instance
 from .instance_cost import fit_latency, tile_multiples
 from .padding import accesses, padded
@@ -128,25 +129,34 @@ class Dynamic:
 
     def compile(self, target: Target | None = None) -> tvm.runtime.Executable:
         """The dispatching function built as ``main`` for ``target`` (default: this
-        machine's), with :func:`~scan_tir.tune.dispatch.dispatch_target`'s options."""
-        main = self.func.with_attr("global_symbol", "main")
+        machine's), with :func:`~scan_tir.tune.dispatch.dispatch_target`'s options. Where
+        its kernels pack weights, ``main`` takes them packed after the function's
+        parameters (:attr:`packed`), and ``prepack``, of the same arguments, packs them:
+        run it once, ``main`` at every call."""
         return tvm.compile(
-            tvm.IRModule({"main": main}),
+            prepack_module(self.func)[0],
             target=dispatch_target(target or default_target()),
             tir_pipeline=PIPELINE,
         )
+
+    @property
+    def packed(self) -> list[tuple[tuple[int, ...], str]]:
+        """Shape and dtype of each packed weight ``main`` takes after the function's
+        parameters (:func:`~scan_tir.transform.weight_prepack.prepack_module`); empty
+        where no kernel packs one."""
+        return prepack_module(self.func)[1]
 
 
 @dataclass
 class _Kernel:
     func: tirx.PrimFunc  # the schedule on the symbolic function
-    lib: tvm.runtime.Module | None  # its generic build, for shapes off the grid
+    lib: _Built | None  # its generic build, for shapes off the grid
     where: str
     estimate: dict[Instance, float]  # ms, measured or predicted; inf where it is wrong
     predicted: dict[Instance, float] = field(default_factory=dict)  # the model's, as fitted
     measured: dict[Instance, float] = field(default_factory=dict)
     checked: set = field(default_factory=set)
-    fixed: dict[Instance, tvm.runtime.Module] = field(default_factory=dict)  # step sizes -> lib
+    fixed: dict[Instance, _Built] = field(default_factory=dict)  # step sizes -> lib
     # Where the record does not replay on the symbolic function: step sizes -> the record
     # replayed on the function with its body fixed there, the only sizes it serves
     bodies: dict[Instance, tirx.PrimFunc] = field(default_factory=dict)
@@ -817,7 +827,7 @@ class _Bench:
             if self.reference is None:
                 rng = np.random.default_rng(0)
                 args = [rng.uniform(-1, 1, s).astype(d) for s, d in shapes]
-                got = numerics.call(self.untuned, args)
+                got = numerics.call(self.untuned.module, args)
                 want = [got[k] for k in self.outputs]
             else:
                 inputs, want = self.reference(dict(zip(self.names, instance)))
@@ -831,7 +841,7 @@ class _Bench:
             self.cases[instance] = (args, want)
         return self.cases[instance]
 
-    def lib(self, kernel: _Kernel, instance: Instance, hold: bool = True) -> tvm.runtime.Module:
+    def lib(self, kernel: _Kernel, instance: Instance, hold: bool = True) -> _Built:
         """The build of ``kernel`` that serves ``instance`` from the dispatching
         function: its body fixed at the instance's step sizes, if any, and held to its
         lengths where :meth:`_Kernel.body_key` says so (and ``hold``)."""
@@ -868,11 +878,11 @@ class _Bench:
         the result is wrong."""
         return self.check(kernel.lib if generic else self.lib(kernel, instance), instance)
 
-    def check(self, lib: tvm.runtime.Module, instance: Instance) -> float:
+    def check(self, lib: _Built, instance: Instance) -> float:
         """As :meth:`right`, of any build of the function."""
         args, expected = self.case(instance)
-        tensors = [tvm.runtime.tensor(a.copy()) for a in args]
-        main = lib["main"]  # a module's first lookup generates its machine code: not timed
+        tensors = lib.args(args)
+        main = lib.module["main"]  # a module's first lookup generates its machine code: not timed
         start = time.perf_counter()
         main(*tensors)
         ran = max((time.perf_counter() - start) * 1e3, 1e-6)
@@ -896,16 +906,16 @@ class _Bench:
         where that run is long and ``RACE`` times ``best`` (the fastest at ``instance`` so
         far): such a kernel will not serve there, and at the largest instances one run
         takes seconds."""
-        tensors = [tvm.runtime.tensor(a.copy()) for a in self.case(instance)[0]]
         lib = kernel.lib if generic else self.lib(kernel, instance, hold)
+        tensors = lib.args(self.case(instance)[0])
         if best < math.inf:  # nothing to race against before the first figure
-            main = lib["main"]  # as in :meth:`check`
+            main = lib.module["main"]  # as in :meth:`check`
             start = time.perf_counter()
             main(*tensors)
             once = (time.perf_counter() - start) * 1e3
             if once >= RACE_MS and once > RACE * best:
                 return once
-        timer = lib.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
+        timer = lib.module.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
         return statistics.median(timer(*tensors).results) * 1e3
 
 
@@ -1029,8 +1039,28 @@ def _best(pool: list[_Kernel], instance: Instance) -> float:
     return min((k.measured[instance] for k in pool if instance in k.measured), default=math.inf)
 
 
-def _build(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Module:
-    return numerics.build(func.with_attr("global_symbol", "main"), target)
+@dataclass
+class _Built:
+    """A build of the function, and the weights it takes packed (after the function's
+    parameters; filled by its ``prepack``, once per set of inputs, untimed: as a
+    deployment packs them once)."""
+
+    module: tvm.runtime.Module
+    packed: list[tuple[tuple[int, ...], str]]
+
+    def args(self, arrays: list[np.ndarray]) -> list:
+        """Tensors of copies of ``arrays``, then the packed weights made from them."""
+        tensors = [tvm.runtime.tensor(a.copy()) for a in arrays]
+        if not self.packed:
+            return tensors
+        packed = [tvm.runtime.tensor(np.zeros(shape, dtype)) for shape, dtype in self.packed]
+        self.module["prepack"](*tensors, *packed)
+        return [*tensors, *packed]
+
+
+def _build(func: tirx.PrimFunc, target: Target) -> _Built:
+    mod, packed = prepack_module(func)
+    return _Built(tvm.compile(mod, target=target, tir_pipeline=PIPELINE).jit(), packed)
 
 
 def _replayed(

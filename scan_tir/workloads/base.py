@@ -108,11 +108,16 @@ class Workload:
         weights = self.recurrence.layout_free
         return list(weights(**self.sizes) if callable(weights) else weights)
 
-    def symbolic_func(self, names: Sequence[str]) -> tirx.PrimFunc:
+    def symbolic_func(self, names: Sequence[str], packed: bool = False) -> tirx.PrimFunc:
         """The function lowered with the named sizes symbolic (a ``te.var`` each) and the
         others this workload's, for :func:`scan_tir.tune.dynamic`. Untagged (a tag names
-        fixed sizes) and without layout-free weights (a repacked weight is read through
-        its own layout, which a kernel chosen at run time would have to share)."""
+        fixed sizes).
+
+        ``packed`` marks the weights layout-free, as :meth:`prim_func` does: each task is
+        then tuned on weights packed for its tiles, and the dispatching function takes
+        them packed in each kernel's layout, made once by its ``prepack``
+        (:mod:`scan_tir.transform.weight_prepack`). Off by default: the weights are read
+        where they lie, and the function takes nothing more than its parameters."""
         unknown = sorted(set(names) - set(self.sizes))
         if unknown:
             raise ScanLoweringError(
@@ -120,7 +125,10 @@ class Workload:
                 f"are {dict(self.sizes)}."
             )
         sizes = {**self.sizes, **{n: te.var(n) for n in names}}
-        return create_prim_func(self.recurrence.build(**sizes), options=self.options)
+        func = create_prim_func(self.recurrence.build(**sizes), options=self.options)
+        if packed and self.weights():
+            func = layout_free(func, self.weights())
+        return func
 
     def symbolic_case(
         self, seed: int = 0
