@@ -58,20 +58,22 @@ def _packing(stmt: tirx.Stmt, params: list[Var]) -> s_tir.SBlock | None:
 def split_weight_prepack(func: tirx.PrimFunc) -> WeightPrepack | None:
     """``func`` split as the module docstring says, or None where it packs nothing."""
     params = list(func.params)
-    nests: list[tuple[tirx.Stmt, Var, Var]] = []  # distinct packings: nest, buffer, param
+    # distinct packings: nest, the buffer it writes, the weight it reads, its parameter
+    nests: list[tuple[tirx.Stmt, Var, Var, Var]] = []
 
     def parameter(nest: tirx.Stmt, block: s_tir.SBlock) -> Var:
         buffer, weight = block.writes[0].source, block.reads[0].source
-        for seen, seen_buffer, packed in nests:
-            same_weight = _packing(seen, params).reads[0].source.same_as(weight)
-            if same_weight and tvm_ffi.structural_equal(
-                seen, nest, map_free_vars=True
-            ) and tvm_ffi.structural_equal(seen_buffer.ty, buffer.ty):
+        for seen, seen_buffer, seen_weight, packed in nests:
+            if (
+                seen_weight.same_as(weight)
+                and tvm_ffi.structural_equal(seen_buffer.ty, buffer.ty)
+                and tvm_ffi.structural_equal(seen, nest, map_free_vars=True)
+            ):
                 return packed
         packed = tirx.decl_buffer(
             buffer.shape, buffer.dtype, f"{weight.name}_packed{len(nests)}", layout=None
         )
-        nests.append((nest, buffer, packed))
+        nests.append((nest, buffer, weight, packed))
         return packed
 
     def on_block(block: s_tir.SBlock) -> s_tir.SBlock:
@@ -89,10 +91,10 @@ def split_weight_prepack(func: tirx.PrimFunc) -> WeightPrepack | None:
     body = tvm_ffi.structural_map(func.body, (s_tir.SBlock, on_block))
     if not nests:
         return None
-    packed = [p for _, _, p in nests]
+    packed = [p for *_, p in nests]
     attrs = {k: v for k, v in (func.attrs or {}).items() if k != "layout_free_buffers"}
     main = tirx.PrimFunc([*params, *packed], body).with_attrs(attrs)
-    fills = [substitute_buffers(nest, [(buffer, p)]) for nest, buffer, p in nests]
+    fills = [substitute_buffers(nest, [(buffer, p)]) for nest, buffer, _, p in nests]
     root = s_tir.SBlock(
         [], [], [], "root", fills[0] if len(fills) == 1 else tirx.SeqStmt(fills)
     )
