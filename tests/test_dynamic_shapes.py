@@ -516,6 +516,57 @@ def test_a_checking_run_off_the_prediction_is_timed_and_the_choice_made_again():
     assert b.estimate[long] == 14.0 and long not in b.measured  # within SUSPECT: kept
 
 
+class _Retiming:
+    """A bench whose timings of a kernel at an instance come from ``figures`` ((kernel
+    name, instance) -> figures, taken in turn) and whose checking runs are ``calls``
+    (the same keys -> ms); it logs each timing."""
+
+    step, names = [0], ["batch", "seq"]
+    split = dyn._Bench.split
+
+    def __init__(self, figures, calls=None):
+        self.figures, self.calls, self.timed = figures, calls or {}, []
+
+    def time(self, kernel, instance, best=float("inf")):
+        self.timed.append((kernel.where, instance))
+        return self.figures[(kernel.where, instance)].pop(0)
+
+    def right(self, kernel, instance):
+        return self.calls[(kernel.where, instance)]
+
+
+def test_a_shorter_length_timed_slower_than_a_longer_one_is_timed_again():
+    """Batch 2 timed at 16 steps slower than at 64 (the machine busy during the first):
+    more steps never cost less, so 16 steps are timed again and the faster figure kept,
+    and the line through the lengths climbs; batch 4, in order, is timed once each."""
+    at = [(2, 16), (2, 64), (4, 16), (4, 64)]
+    figures = {(2, 16): [4.0, 0.2], (2, 64): [0.8], (4, 16): [0.3], (4, 64): [1.2]}
+    bench = _Retiming({("k", i): f for i, f in figures.items()})
+    kernel = dyn._Kernel(None, object(), "k", {})
+    sizes = [tvm.tirx.Var("batch", "int64"), tvm.tirx.Var("seq", "int64")]
+    dyn._time(kernel, at, [], bench, (at + [(2, 256)], [0], sizes))
+    assert bench.timed == [("k", i) for i in [*at, (2, 16)]]
+    assert kernel.measured == {(2, 16): 0.2, (2, 64): 0.8, (4, 16): 0.3, (4, 64): 1.2}
+    assert kernel.estimate[(2, 256)] == pytest.approx(0.2 + 0.6 / 48 * 240)
+
+
+def test_a_timed_figure_far_above_the_checking_runs_is_timed_again():
+    """A's figure at the short instance was timed with the machine busy (five times its
+    checking runs, first calls, which overstate if anything): timed again, A's figure
+    there is its true one, and A serves there instead of B; B's figures, near its calls,
+    are kept and B is not timed again."""
+    short, long = (2, 16), (2, 64)
+    bench = _Retiming(
+        {("A", short): [1.0]},
+        {("A", short): 1.1, ("A", long): 4.2, ("B", short): 1.5, ("B", long): 5.6},
+    )
+    a = dyn._Kernel(None, object(), "A", {short: 5.0, long: 4.0}, measured={short: 5.0, long: 4.0})
+    b = dyn._Kernel(None, object(), "B", {short: 1.4, long: 5.5}, measured={short: 1.4, long: 5.5})
+    chosen = dyn._checked_choice([a, b], [short, long], {short: 1, long: 1}, 2, bench, [])
+    assert chosen == [0] and bench.timed == [("A", short)]
+    assert a.estimate[short] == a.measured[short] == 1.0 and b.measured[short] == 1.4
+
+
 def test_longer_lengths_are_fitted_on_the_body_not_held():
     """At 16 steps a held body served; the longer lengths run the body not held (a tile
     of 32 steps), so the line through the lengths is fitted on that body's figures at

@@ -33,7 +33,9 @@ measurements at long lengths too. A checking run is never a figure itself: it is
 module's first call at that size (workspace touched for the first time, code generated
 lazily) and can take far longer than the kernel's steady time.
 Timing races: a kernel whose one long run at an instance is already far slower than the
-best there is not timed further there.
+best there is not timed further there. A figure above the kernel's own at a longer length,
+or far above its checking runs there, was taken with the machine busy (a persistent step
+whose thread lost its core waits at every barrier): it is timed again.
 :func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
 value of the step's sizes, the body fixed there; at a batch between two listed ones,
 where the body fixed at the next listed batch beats the generic build per row, that body
@@ -405,6 +407,7 @@ def dynamic(
                     skipped.append(f"{kernel.where}: wrong result at {i}, not used there")
                 new.append(i)
             timed = timed or bool(new)
+            _in_order(kernel, new, pool, bench)
             _line(kernel, new, bench)
             kernel.estimate = _estimates(kernel, grid, step, sizes)
             for i in grid:  # the model's where it had none (earlier figures stay)
@@ -627,7 +630,8 @@ def _checked_choice(
     (it says whether it timed any). A checking run off the model's figure by more than
     ``SUSPECT``, and a second call after it too (a first call overstates), gets the
     kernel timed there: the model's extrapolation to long lengths misses their cache
-    effects. Where the figure timed moves so, the choice is made again."""
+    effects. Where the figure timed moves so, the choice is made again; and so where a
+    timed figure is far above both calls (:func:`_overstated`)."""
     while True:
         timed = [(p.func, p.estimate) for p in pool]
         chosen = _choose(timed, grid, weights, k, [p.lib is not None for p in pool])
@@ -640,6 +644,7 @@ def _checked_choice(
                 if ran:
                     pool[c].checked.add(i)
                     if i in pool[c].measured:
+                        changed |= _overstated(pool[c], i, ran, pool, bench)
                         continue
                     model = pool[c].estimate[i]
                     if any(model / SUSPECT <= ms_ <= model * SUSPECT
@@ -968,9 +973,52 @@ def _time(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _Benc
     kernel.measured = {}
     for i in at:
         kernel.measured[i] = _timed(kernel, i, pool, bench)
+    _in_order(kernel, at, pool, bench)
     _line(kernel, at, bench)
     kernel.estimate = _estimates(kernel, *model)
     kernel.predicted = dict(kernel.estimate)
+
+
+def _in_order(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _Bench) -> None:
+    """Time again, once, each of ``at`` whose figure is above the kernel's figure at a
+    longer instance of the same step sizes, and keep the faster figure: more steps never
+    cost less, so such a figure was inflated (the machine busy while it was timed; a
+    persistent step whose thread lost its core waits at every barrier), and a line
+    through it predicts the longer lengths low, even below zero."""
+    step = set(bench.step)
+
+    def shorter(i: Instance, j: Instance) -> bool:
+        return i != j and all(a == b if k in step else a <= b for k, (a, b) in enumerate(zip(i, j)))
+
+    timed = {i: ms_ for i, ms_ in kernel.measured.items() if ms_ < math.inf}
+    for i in at:
+        if i in timed and any(shorter(i, j) and timed[i] > ms_ for j, ms_ in timed.items()):
+            again = _timed(kernel, i, pool, bench)
+            log(
+                f"dynamic: {kernel.where} at {i}: {timed[i]:.3g} ms, above a longer "
+                f"length's; timed again: {again:.3g} ms"
+            )
+            kernel.measured[i] = min(timed[i], again)
+
+
+def _overstated(
+    kernel: _Kernel, instance: Instance, ran: float, pool: list[_Kernel], bench: _Bench
+) -> bool:
+    """Whether the kernel's timed figure at ``instance`` was far above a checking run
+    there (``ran``) and a second call, and timing it again moved it: a first call
+    overstates, never understates, so the figure was inflated. The figure timed again
+    replaces it."""
+    figure = kernel.measured[instance]
+    if ran * SUSPECT >= figure or bench.right(kernel, instance) * SUSPECT >= figure:
+        return False
+    again = bench.time(kernel, instance, _best(pool, instance))
+    kernel.measured[instance] = kernel.estimate[instance] = min(figure, again)
+    log(
+        f"dynamic: {kernel.where} at {instance}: timed {figure:.3g} ms, its calls "
+        f"{ran:.3g}; timed again {again:.3g}"
+        + ("; choosing again" if again * SUSPECT < figure else "")
+    )
+    return again * SUSPECT < figure
 
 
 def _timed(kernel: _Kernel, instance: Instance, pool: list[_Kernel], bench: _Bench) -> float:
