@@ -567,6 +567,25 @@ def test_a_timed_figure_far_above_the_checking_runs_is_timed_again():
     assert a.estimate[short] == a.measured[short] == 1.0 and b.measured[short] == 1.4
 
 
+@pytest.mark.parametrize("ratio, above", [(0.4, 4), (0.65, 5), (0.7, None)])
+def test_batches_past_the_largest_run_in_chunks_where_chunks_beat_the_generic_build(
+    monkeypatch, ratio, above
+):
+    """The body fixed at batch 4 runs in ``ratio`` of the generic build's time there.
+    Batch 5 in two chunks costs ``2 * ratio`` of batch 4's generic time against the
+    generic build's 5/4: chunks from where ``2 * ratio * 4 < b``, and past batch 8 at
+    every batch while ``ratio <= 2/3`` (three chunks against 8/4 at batch 9); no chunks
+    above that."""
+    monkeypatch.setattr(dyn, "_checked_padding", lambda body, sizes, chunked, probe, bench: body)
+    kernel = SimpleNamespace(body=lambda sizes: f"body at {sizes}")
+    first = (4, 16)
+    _, beyond = dyn._pads(
+        ["batch", "seq"], [0], {"batch": [4], "seq": [16, 64]}, [kernel],
+        {first: 0, (4, 64): 0}, [{first: ratio * 10.0}], {first: 10.0}, set(), None,
+    )
+    assert beyond == (None if above is None else (above, {0: "body at {'batch': 4}"}))
+
+
 def test_longer_lengths_are_fitted_on_the_body_not_held():
     """At 16 steps a held body served; the longer lengths run the body not held (a tile
     of 32 steps), so the line through the lengths is fitted on that body's figures at
@@ -619,7 +638,7 @@ def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
     held = (2, ("seq", 4)) if held_faster else (2,)
     assert result.keys == {(2, 4): held, (2, 32): (2,)}
     # generic, at 32 steps, held to 4 (if); padded below batch 2, in chunks of it beyond
-    bodies = 2 + held_faster + len(result.padded) + result.chunked
+    bodies = 2 + held_faster + len(result.padded) + bool(result.chunked)
     assert len(find_scans(result.func)) == bodies
     lib = compile_func(result.func)
     for batch, seq in [(2, 1), (2, 4), (2, 5), (2, 32), (2, 33), (1, 3), (3, 40)]:

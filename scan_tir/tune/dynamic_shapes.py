@@ -39,7 +39,8 @@ whose thread lost its core waits at every barrier): it is timed again.
 :func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
 value of the step's sizes, the body fixed there; at a batch between two listed ones,
 where the body fixed at the next listed batch beats the generic build per row, that body
-on copies padded to its batch (:mod:`~scan_tir.tune.padding`), and beyond the largest in
+on copies padded to its batch (:mod:`~scan_tir.tune.padding`), and past the largest,
+above the batch where chunks of it beat the generic build, the body fixed there in
 chunks of it; elsewhere the generic kernel of the instance the shape rounds up to, the
 one whose generic build was fastest there.
 
@@ -124,7 +125,9 @@ class Dynamic:
     unfixed: set[tuple[int, tuple]] = field(default_factory=set)
     # listed batch -> the smallest batch below it that runs its bodies on padded copies
     padded: dict[int, int] = field(default_factory=dict)
-    chunked: bool = False  # batches beyond the largest listed run in chunks of it
+    # batches above this one (at or beyond the largest listed) run in chunks of the
+    # largest listed; 0 where none do
+    chunked: int = 0
     # instance -> the body of its kernel that serves it (:meth:`_Kernel.body_key`: the
     # step sizes, then the lengths its tiles are held to there, if any)
     keys: dict[Instance, tuple] = field(default_factory=dict)
@@ -446,7 +449,7 @@ def dynamic(
         skipped,
         unfixed,
         {at: start + 1 for at, (start, _) in pads.items()},
-        bool(beyond),
+        beyond[0] if beyond else 0,
         {i: picked[k].body_key(*bench.split(i)) for i, k in table.items()},
     )
 
@@ -461,16 +464,16 @@ def _dispatching(
     anywhere: dict[Instance, int],
     unfixed: set[tuple[int, Instance]],
     pads: dict[int, tuple[int, dict[int, tirx.PrimFunc]]],
-    beyond: dict[int, tirx.PrimFunc],
+    beyond: tuple[int, dict[int, tirx.PrimFunc]] | None,
 ) -> tirx.PrimFunc:
     """``func`` branching to ``picked`` by ``table``: at listed values of the step's sizes
     to a kernel's body fixed at those values (:meth:`_Kernel.body`, held to the
     instance's length where its key says so; its generic body where ``unfixed`` says
     so, and where no size shapes the step and none is held); at a batch ``b`` with
     ``pads[B] = (t, bodies)``, t < b < B, to the padded body of the kernel that serves
-    batch ``B``; beyond the largest listed batch, to ``beyond``'s chunked body of the
-    kernel serving it, where given; elsewhere to the generic kernel ``anywhere`` gives
-    the instance the shape rounds up to."""
+    batch ``B``; at a batch above ``beyond``'s threshold, to its chunked body of the
+    kernel serving the largest listed batch, where given; elsewhere to the generic
+    kernel ``anywhere`` gives the instance the shape rounds up to."""
     grid = {n: instances[n] for n in names}
     generic = nearest_instance(func, grid, anywhere)
     bodies = [k.func for k in picked]
@@ -508,9 +511,9 @@ def _dispatching(
         generic = tirx.Select(between, nearest_instance(func, grid, pad_table), generic)
     if beyond:
         batch, top = sizes[names[step[0]]], max(instances[names[step[0]]])
-        bodies_at = {i: beyond[k] for i, k in table.items() if i[step[0]] == top}
+        bodies_at = {i: beyond[1][k] for i, k in table.items() if i[step[0]] == top}
         chunk_table = _joined(bodies_at, anywhere, bodies)
-        above = tirx.IntImm(batch.ty.dtype, top)
+        above = tirx.IntImm(batch.ty.dtype, beyond[0])
         generic = tirx.Select(batch > above, nearest_instance(func, grid, chunk_table), generic)
     choice = tirx.Select(listed, nearest_instance(func, grid, fixed_table), generic)
     return dispatch(func, bodies, choice)
@@ -544,7 +547,9 @@ def _pads(
     generic_ms: dict[Instance, float],
     unfixed: set[tuple[int, Instance]],
     bench: _Bench,
-) -> tuple[dict[int, tuple[int, dict[int, tirx.PrimFunc]]], dict[int, tirx.PrimFunc]]:
+) -> tuple[
+    dict[int, tuple[int, dict[int, tirx.PrimFunc]]], tuple[int, dict[int, tirx.PrimFunc]] | None
+]:
     """Where a batch below a listed one ``B`` runs faster on the body fixed at ``B``
     over padded copies (:func:`~scan_tir.tune.padding.padded`) than on the generic
     build: listed ``B`` -> (``t``, the padded body of each kernel serving ``B``), for the
@@ -554,12 +559,15 @@ def _pads(
     built and checked at the smallest batch it serves; one that does not build or is
     wrong leaves that interval to the generic build. Only one step size (a batch).
 
-    Also, kernel -> its body at the largest listed batch run in chunks of it
-    (``padded(..., chunked=True)``), for the batches beyond, where two chunks cost less
-    than the generic build at that batch (so any number of them cost less than it at
-    theirs); checked one and a half chunks past it."""
+    Also, for the batches beyond the largest listed one ``T``: a threshold ``a >= T``
+    and, for each kernel serving ``T``, its body there run in chunks of ``T``
+    (``padded(..., chunked=True)``), for the batches above ``a``. With ``r`` the fixed
+    body's time over the generic build's at ``T``, ``k`` chunks beat the generic build
+    at batch ``b`` where ``k * r * T < b``: for ``b`` up to ``2T`` above ``2rT``, and
+    for every ``b`` past ``2T`` where ``r <= 2/3``; so ``a = max(T, 2rT)``, and no
+    chunks where ``r > 2/3``. Checked one and a half chunks past ``T``."""
     if len(step) != 1:
-        return {}, {}
+        return {}, None
     name, out, below = names[step[0]], {}, 0
     for at in sorted(set(instances[name])):
         rows = sorted(i for i in table if i[step[0]] == at)
@@ -586,18 +594,20 @@ def _pads(
             )
     top = below  # the largest listed value
     if first not in generic_ms or any((k, (top,)) in unfixed for k in kernels):
-        return out, {}
-    if 2 * figures[table[first]][first] >= generic_ms[first]:
-        return out, {}
+        return out, None
+    ratio = figures[table[first]][first] / generic_ms[first]
+    if ratio > 2 / 3:
+        return out, None
+    above = max(top, math.floor(2 * top * ratio))
     probe = tuple(top + (top + 1) // 2 if k == step[0] else v for k, v in enumerate(first))
     beyond = {
         k: _checked_padding(picked[k].body({name: top}), {name: top}, True, probe, bench)
         for k in kernels
     }
     if any(b is None for b in beyond.values()):
-        return out, {}
-    log(f"dynamic: {name} beyond {top} runs in chunks of {top}")
-    return out, beyond
+        return out, None
+    log(f"dynamic: {name} above {above} runs in chunks of {top}")
+    return out, (above, beyond)
 
 
 def _checked_padding(
