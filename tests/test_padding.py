@@ -117,16 +117,17 @@ def two(c: float) -> tirx.PrimFunc:
 def test_batches_between_listed_ones_take_the_padded_branch():
     """Listed batches 1 and 4, padding above batch 2 (so batch 3 only): the padded body
     (made to add 2) runs at batch 3; the fixed bodies (add 1) at 1 and 4; the generic
-    kernel (add 1) at 2; the body in chunks of 4 (made to add 3) beyond 4."""
+    kernel (add 1) at 2 and at 5, up to the chunks' threshold; the body in chunks of 4
+    (made to add 3) above 5."""
     names, step, instances = ["batch", "seq"], [0], {"batch": [1, 4], "seq": [8]}
     table = {(1, 8): 0, (4, 8): 0}
     pads = {4: (2, {0: padded(two(2.0), {"batch": 4})})}
-    beyond = {0: padded(two(3.0), {"batch": 4}, chunked=True)}
+    beyond = (5, {0: padded(two(3.0), {"batch": 4}, chunked=True)})
     kernel = dyn._Kernel(two(1.0), None, "k", {})
     func = dyn._dispatching(two(0.0), names, step, instances, [kernel], table, table, set(),
                             pads, beyond)
     lib = compile_func(func)
-    for rows, want in {1: 1.0, 2: 1.0, 3: 2.0, 4: 1.0, 5: 3.0, 11: 3.0}.items():
+    for rows, want in {1: 1.0, 2: 1.0, 3: 2.0, 4: 1.0, 5: 1.0, 6: 3.0, 11: 3.0}.items():
         a, b = (tvm.runtime.tensor(np.zeros((rows, 9), "float32")) for _ in range(2))
         lib["main"](a, b)
         assert np.all(b.numpy() == want), rows
@@ -134,8 +135,10 @@ def test_batches_between_listed_ones_take_the_padded_branch():
 
 def test_a_batch_pads_where_the_fixed_body_beats_the_generic_build_per_row():
     """Fixed body at batch 4 1 ms, generic 3 ms: batch b pads where 1 < 3 * b / 4, so 2
-    and 3. At 16: 10 against 11 pads 15 only, and no chunks beyond 16 (two cost 20). A
-    padded body wrong where checked leaves its interval to the generic build."""
+    and 3. At 16: 10 against 11 pads 15 only, and no chunks beyond 16 (two cost 20);
+    at 5 against 11, chunks beyond 16; at 6.6, above 19 (two chunks, 13.2, against the
+    generic build's 11 * b / 16). A padded body wrong where checked leaves its interval
+    to the generic build."""
     class Bench:
         target = scan_tir.tune.default_target()
         wrong: set = set()
@@ -158,7 +161,8 @@ def test_a_batch_pads_where_the_fixed_body_beats_the_generic_build_per_row():
     within, beyond = pads()
     assert {at: start for at, (start, _) in within.items()} == {4: 1, 16: 14} and not beyond
     within, beyond = pads(figures=[{**figures[0], (16, 8): 5.0}])  # two chunks: 10 < 11
-    assert set(beyond) == {0}
+    assert beyond[0] == 16 and set(beyond[1]) == {0}
+    assert pads(figures=[{**figures[0], (16, 8): 6.6}])[1][0] == 19
     bench.wrong = {(2, 8)}  # the batch-4 padding checked at its smallest batch
     assert set(pads()[0]) == {16}
     # a body that does not build fixed at 16 is not padded there either
