@@ -1016,19 +1016,19 @@ def _overstated(
 ) -> bool:
     """Whether the kernel's timed figure at ``instance`` was far above a checking run
     there (``ran``) and a second call, and timing it again moved it: a first call
-    overstates, never understates, so the figure was inflated. The figure timed again
-    replaces it."""
+    overstates, never understates, so the figure was inflated. The faster of the two
+    figures replaces it."""
     figure = kernel.measured[instance]
     if ran * SUSPECT >= figure or bench.right(kernel, instance) * SUSPECT >= figure:
         return False
     again = bench.time(kernel, instance, _best(pool, instance))
     kernel.measured[instance] = kernel.estimate[instance] = min(figure, again)
+    moved = again * SUSPECT < figure
     log(
         f"dynamic: {kernel.where} at {instance}: timed {figure:.3g} ms, its calls "
-        f"{ran:.3g}; timed again {again:.3g}"
-        + ("; choosing again" if again * SUSPECT < figure else "")
+        f"{ran:.3g}; timed again {again:.3g}" + ("; choosing again" if moved else "")
     )
-    return again * SUSPECT < figure
+    return moved
 
 
 def _timed(kernel: _Kernel, instance: Instance, pool: list[_Kernel], bench: _Bench) -> float:
