@@ -649,6 +649,25 @@ def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
 
 
 @pytest.mark.slow
+def test_each_task_selects_by_the_model_trained_on_the_tasks_before_it(tmp_path, monkeypatch):
+    """The first task's model has no record and scores at random; the second's holds the
+    first's records (a run this short never trains its own model)."""
+    seen = []
+    tune_module = dyn.tune_module
+
+    def recording(mod, work_dir, trials, target, **kwargs):
+        seen.append((mod, kwargs["cost_model"].data_size))
+        return tune_module(mod, work_dir, trials, target, **kwargs)
+
+    monkeypatch.setattr(dyn, "tune_module", recording)
+    tune(tmp_path, trials=4, representatives=[(1, 4), (4, 4)])
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    first = database.get_top_k(database.commit_workload(seen[0][0]), 100)
+    assert [size for _, size in seen] == [0, len(first)]
+    assert len(first) == 2
+
+
+@pytest.mark.slow
 def test_a_candidate_is_timed_where_its_task_was_tuned(tmp_path, monkeypatch):
     """Candidates are timed at the two shortest lengths, which fit the length's cost;
     one tuned at a longer length is timed there too, else its figure where it was

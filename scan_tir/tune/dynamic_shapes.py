@@ -6,43 +6,46 @@ a few kernels at run time. A recurrence's sizes are of two kinds: a length, whic
 repeats the step (the serial time loop), and sizes that shape the step (a batch), on
 which the step's best tiles depend. So the function is tuned at listed values of the
 step's sizes at the shortest length (cheap to measure; the grid's corners where no size
-shapes the step), each with its share of the budget: every other one where candidates
-are timed one listed value away (``reach=1``), as each task costs the search's fixed
-cost more than its trials. The best records of each are
-replayed on the symbolic function (:func:`~scan_tir.tune.symbolic.replay_sized`, which
-keeps tile shapes and pads the hoisted product) and built, generic and with the body
-fixed at the step sizes near the ones it was tuned at (replayed on
-:func:`specialize_body`'s function: a symbolic batch costs the step its constant bounds
-and vector code, and its rows padded to the tuned batch's tiles; a schedule tuned at
-batch 1 is a poor one at 64, so it is not built there). A hoisted product's row tile is
-kept from the tuned length, so a record tuned at 64 steps would compute 64 steps' rows at
-16: at a listed length shorter than its tile, a body is replayed with the tile held to
-that length (``replay_sized``'s ``cap``; :meth:`_Kernel.body_key` says which body serves
-where, and the dispatcher already branches on the length), where that body is timed
-faster than the one not held (another program, not always a faster one). Each is timed
-at the two shortest lengths and its latency at longer ones predicted
-(:mod:`~scan_tir.tune.instance_cost`: affine in the length padded to its tiles, fitted
-on the body the longer lengths run), so a candidate costs a build and two short
-timings per nearby step size, not one per instance: the builds and the long instances'
-runs were what made choosing cost more than tuning. At most ``kernels`` are chosen
-greedily by weighted latency (a step size none of them was timed at gets them timed
-there); each is then checked at every instance, and where its checking run is far off
-the prediction (``SUSPECT``), and a second call too, the kernel is timed there and the
-choice made again, so the table of which kernel serves which instance rests on
-measurements at long lengths too. A checking run is never a figure itself: it is a
-module's first call at that size (workspace touched for the first time, code generated
-lazily) and can take far longer than the kernel's steady time.
-Timing races: a kernel whose one long run at an instance is already far slower than the
-best there is not timed further there. A figure above the kernel's own at a longer length,
-or far above its checking runs there, was taken with the machine busy (a persistent step
-whose thread lost its core waits at every barrier): it is timed again.
-:func:`dispatch` joins the chosen ones into one function that picks by shape: at a listed
-value of the step's sizes, the body fixed there; at a batch between two listed ones,
-where the body fixed at the next listed batch beats the generic build per row, that body
-on copies padded to its batch (:mod:`~scan_tir.tune.padding`), and past the largest,
-above the batch where chunks of it beat the generic build, the body fixed there in
-chunks of it; elsewhere the generic kernel of the instance the shape rounds up to, the
-one whose generic build was fastest there.
+shapes the step), each with its share of the budget: every other one where candidates are
+timed one listed value away (``reach=1``), as each task costs the search's fixed cost
+more than its trials. A task's search is too short for MetaSchedule's cost model to train
+within it, so it would measure a random draw of its samples; it selects them by the model
+trained on what the tasks before it measured
+(:func:`~scan_tir.tune.search.learned_model`): one function at other batches. The best
+records of each are replayed on the symbolic function
+(:func:`~scan_tir.tune.symbolic.replay_sized`, which keeps tile shapes and pads the
+hoisted product) and built, generic and with the body fixed at the step sizes near the
+ones it was tuned at (replayed on :func:`specialize_body`'s function: a symbolic batch
+costs the step its constant bounds and vector code, and its rows padded to the tuned
+batch's tiles; a schedule tuned at batch 1 is a poor one at 64, so it is not built
+there). A hoisted product's row tile is kept from the tuned length, so a record tuned at
+64 steps would compute 64 steps' rows at 16: at a listed length shorter than its tile, a
+body is replayed with the tile held to that length (``replay_sized``'s ``cap``;
+:meth:`_Kernel.body_key` says which body serves where, and the dispatcher already
+branches on the length), where that body is timed faster than the one not held (another
+program, not always a faster one). Each is timed at the two shortest lengths and its
+latency at longer ones predicted (:mod:`~scan_tir.tune.instance_cost`: affine in the
+length padded to its tiles, fitted on the body the longer lengths run), so a candidate
+costs a build and two short timings per nearby step size, not one per instance: the
+builds and the long instances' runs were what made choosing cost more than tuning. At
+most ``kernels`` are chosen greedily by weighted latency (a step size none of them was
+timed at gets them timed there); each is then checked at every instance, and where its
+checking run is far off the prediction (``SUSPECT``), and a second call too, the kernel
+is timed there and the choice made again, so the table of which kernel serves which
+instance rests on measurements at long lengths too. A checking run is never a figure
+itself: it is a module's first call at that size (workspace touched for the first time,
+code generated lazily) and can take far longer than the kernel's steady time. Timing
+races: a kernel whose one long run at an instance is already far slower than the best
+there is not timed further there. A figure above the kernel's own at a longer length, or
+far above its checking runs there, was taken with the machine busy (a persistent step
+whose thread lost its core waits at every barrier): it is timed again. :func:`dispatch`
+joins the chosen ones into one function that picks by shape: at a listed value of the
+step's sizes, the body fixed there; at a batch between two listed ones, where the body
+fixed at the next listed batch beats the generic build per row, that body on copies
+padded to its batch (:mod:`~scan_tir.tune.padding`), and past the largest, above the
+batch where chunks of it beat the generic build, the body fixed there in chunks of it;
+elsewhere the generic kernel of the instance the shape rounds up to, the one whose
+generic build was fastest there.
 
 A record that does not replay where the batch is symbolic (a fusion of a batch loop of
 extent 1, or batch tiles whose product covers only batches up to its own) is replayed
@@ -86,6 +89,7 @@ from .dispatch import dispatch, dispatch_target, nearest_instance
 from .instance_cost import fit_latency, tile_multiples
 from .padding import accesses, padded
 from .progress import log
+from .search import learned_model
 from .symbolic import replay_sized, size_vars, specialize, specialize_body
 from .target import default_target
 from .tuner import records_of, tune_module
@@ -307,11 +311,13 @@ def dynamic(
     clock = _Clock()
     main = func.with_attr("global_symbol", "main")  # as MetaSchedule's builder and runner call it
     tasks = {_task_name(names, r): specialize(main, dict(zip(names, r))) for r in reps}
-    for i, (name, task) in enumerate(tasks.items()):  # each its share of the budget
+    task_mods = [tvm.IRModule({"main": task}) for task in tasks.values()]
+    for i, (name, task_mod) in enumerate(zip(tasks, task_mods)):  # each its share of the budget
         share = trials // len(tasks) + (i < trials % len(tasks))
-        task_mod = tvm.IRModule({"main": task})
         more = share - records_of(Path(work_dir), task_mod)
-        if more > 0:
+        if more > 0:  # selecting by what the tasks before it measured
+            Path(work_dir).mkdir(parents=True, exist_ok=True)
+            measured = ms.database.JSONDatabase(work_dir=str(work_dir))
             tune_module(
                 task_mod,
                 Path(work_dir),
@@ -319,6 +325,7 @@ def dynamic(
                 target,
                 label=f"dynamic {name}",
                 population=population,
+                cost_model=learned_model(measured, task_mods, target),
             )
     clock.lap("tune")
     database = ms.database.JSONDatabase(work_dir=str(work_dir))

@@ -9,13 +9,24 @@ search's time (profiled in notes.md) and choose nothing a draw from the initial
 population would not. Such a run measures from its sampled population directly
 (``genetic_num_iters=0``); a longer one evolves as MetaSchedule does, since its model
 trains during the run.
+
+Several short runs over related workloads (one function at several shapes) need not each
+select at random: :func:`learned_model` is MetaSchedule's model trained on what the
+earlier ones measured, so that a later run measures the candidates it scores best among
+those it sampled (DietCode's cost model shared across shapes, with MetaSchedule's own
+features and per-workload normalisation).
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 
+import tvm
 from tvm.s_tir import meta_schedule as ms
+from tvm.target import Target
+
+from meta_rules.intrinsics import import_cpu_intrinsics
 
 #: Measurements the default cost model needs before its scores mean anything.
 WARMUP: int = inspect.signature(ms.cost_model.XGBModel).parameters["num_warmup_samples"].default
@@ -34,3 +45,26 @@ def evolutionary_search(population: int, trials: int) -> ms.search_strategy.Evol
         init_min_unmeasured=min(50, population),
         genetic_num_iters=GENERATIONS if trials >= WARMUP else 0,
     )
+
+
+def learned_model(
+    database: ms.database.Database, mods: Sequence[tvm.IRModule], target: Target
+) -> ms.cost_model.XGBModel:
+    """MetaSchedule's XGBoost model trained on every record ``database`` holds of ``mods``
+    (the records' own workloads, one feature group each), with no warm-up: it scores at
+    random only while it has no record at all, and retrains on each run's results (not
+    only when they add a fifth to its data, MetaSchedule's adaptive training: short runs
+    never would)."""
+    model = ms.cost_model.XGBModel(num_warmup_samples=0, adaptive_training=False)
+    import_cpu_intrinsics()  # before the first TuneContext imports every target's
+    for mod in mods:
+        if not database.has_workload(mod):
+            continue
+        records = database.get_top_k(database.commit_workload(mod), len(database))
+        if records:
+            model.update(
+                ms.TuneContext(mod=mod, target=target),
+                [r.as_measure_candidate() for r in records],
+                [ms.runner.RunnerResult(run_secs=r.run_secs, error_msg=None) for r in records],
+            )
+    return model

@@ -43,13 +43,15 @@ def tune_module(
     build_timeout_s: float = 30.0,
     population: int = 512,
     total: int | None = None,
+    cost_model: ms.cost_model.CostModel | None = None,
 ) -> float:
     """``ms.tune_tir`` for ``trials`` more trials on the scan space; returns the wall time.
 
     ``population`` is the evolutionary search's (MetaSchedule's default 512); tiny budgets
     (tests, notebooks) pass less: sampling and evolving 512 candidates for 4 trials takes
     longer than measuring them. ``total`` is only for the progress bar (the record count
-    the run should end at).
+    the run should end at). ``cost_model``: MetaSchedule's default XGBoost model, fresh,
+    unless given (:func:`~scan_tir.tune.search.learned_model`).
     """
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -69,6 +71,7 @@ def tune_module(
             builder=PooledBuilder(timeout_sec=build_timeout_s, f_build=build_candidate),
             runner=runner if runner is not None else local_runner(),
             strategy=evolutionary_search(population, trials),
+            cost_model=cost_model if cost_model is not None else "xgb",
         )
     seconds = time.perf_counter() - t
     log(f"{label}: tuning done in {seconds:.0f} s")
