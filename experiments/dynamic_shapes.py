@@ -277,9 +277,13 @@ def side_by_side(
 ) -> dict[Any, list[float]]:
     """Each library's ``main`` checked against numpy's ``ref`` on ``values`` (its first
     call, so that the clock never sees one), then all timed in ``rounds`` that take each
-    in turn, so that a drift of the machine falls on all alike: ms by key. A library
-    with ``packed`` weights (their [shape, dtype] by key) gets them made by its
-    ``prepack`` first, untimed, as a deployment packs them once."""
+    in turn, so that a drift of the machine falls on all alike: ms by key. Each round
+    starts one library further on, after an untimed round of all: whatever the work
+    before (the previous instance's PyTorch and onnxruntime runs) leaves on the cores
+    slowed the first library timed in every first round, and that was always
+    dynamic's (notes.md). A library with ``packed`` weights (their [shape, dtype] by
+    key) gets them made by its ``prepack`` first, untimed, as a deployment packs them
+    once."""
     calls = {}
     for name, lib in libs.items():
         outs = [tvm.runtime.tensor(np.zeros(r.shape, "float32")) for r in ref]
@@ -292,10 +296,13 @@ def side_by_side(
         if err > 1e-4:
             raise SystemExit(f"{name} off from numpy at {where}: {err:.3g}")
         calls[name] = [*ins, *outs, *made]
-    times = {name: [] for name in libs}
-    for _ in range(rounds):
-        for name, lib in libs.items():
-            times[name] += evaluator_latency_ms(lib, calls[name], repeats)
+    names = list(libs)
+    for name in names:
+        evaluator_latency_ms(libs[name], calls[name], repeats)
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            times[name] += evaluator_latency_ms(libs[name], calls[name], repeats)
     return times
 
 
