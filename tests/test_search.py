@@ -8,6 +8,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
 
+from meta_rules.intrinsics import import_cpu_intrinsics
 from scan_tir.tune import default_target
 from scan_tir.tune.search import GENERATIONS, WARMUP, evolutionary_search, learned_model
 
@@ -24,6 +25,7 @@ def test_the_default_cost_model_scores_at_random_before_its_warmup():
     """The premise: an untrained XGBModel gives identical candidates different scores, so
     selecting a generation by them selects nothing."""
     model = ms.cost_model.XGBModel(num_warmup_samples=WARMUP)
+    import_cpu_intrinsics()  # else this first TuneContext imports every target's
     sch = tvm.s_tir.Schedule(_copy)
     same = [ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_prim_func(_copy))] * 8
     scores = model.predict(
