@@ -47,15 +47,29 @@ def evolutionary_search(population: int, trials: int) -> ms.search_strategy.Evol
     )
 
 
+#: The learned model's learning rate, half MetaSchedule's default (0.2). Its XGBoost sums
+#: one prediction per store of a candidate (``PackSum`` in TVM's ``xgb_model.py``), so a
+#: round moves the score of a program with ten stores (an LSTM's step and products) by
+#: ten steps: at 0.2, on a few dozen of an LSTM's records, the training diverges, keeps
+#: its first round and scores every candidate of another batch alike. The largest rate
+#: that ranked them in notes.md's test (0.05 ranked them no better; the GRU's, fewer
+#: stores, rank best at 0.2).
+LEARNED_ETA: float = 0.1
+
+
 def learned_model(
     database: ms.database.Database, mods: Sequence[tvm.IRModule], target: Target
 ) -> ms.cost_model.XGBModel:
     """MetaSchedule's XGBoost model trained on every record ``database`` holds of ``mods``
     (the records' own workloads, one feature group each), with no warm-up: it scores at
-    random only while it has no record at all, and retrains on each run's results (not
-    only when they add a fifth to its data, MetaSchedule's adaptive training: short runs
-    never would)."""
-    model = ms.cost_model.XGBModel(num_warmup_samples=0, adaptive_training=False)
+    random only while it has no record at all, retrains on each run's results (not only
+    when they add a fifth to its data, MetaSchedule's adaptive training: short runs never
+    would), and learns at :data:`LEARNED_ETA`."""
+    model = ms.cost_model.XGBModel(
+        num_warmup_samples=0,
+        adaptive_training=False,
+        config=ms.cost_model.xgb_model.XGBConfig(eta=LEARNED_ETA),
+    )
     import_cpu_intrinsics()  # before the first TuneContext imports every target's
     for mod in mods:
         if not database.has_workload(mod):
