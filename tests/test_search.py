@@ -20,7 +20,7 @@ from scan_tir.tune.symbolic import specialize
 
 #: The packed LSTM grid's dynamic tuning, run 2 (notes.md): four tasks of 28 records, each
 #: drawn at random (before the tasks shared a model).
-LSTM_GRID = Path(__file__).parents[1] / "experiments/results/issue17/grid_lstm_packed_run2_dynamic"
+LSTM_GRID = Path(__file__).parent / "data" / "grid_lstm_packed_run2_dynamic"
 
 
 @T.prim_func(s_tir=True)
