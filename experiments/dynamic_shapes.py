@@ -58,6 +58,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from scan_tir import workloads
 from scan_tir.db.records import repair
+from scan_tir.transform.pipeline import signature
 from scan_tir.tune import default_target, dispatch_target, dynamic
 from scan_tir.tune.symbolic import apply_best, specialize
 from scan_tir.tune.tuner import records_of, tune_module
@@ -338,15 +339,20 @@ def cached(
     """The library and facts an arm left in ``directory``, or both made now and left
     there, so that a run killed after an arm neither tunes nor chooses it again. A
     library built for another target (its options included: a copied work dir's, say)
-    is made again, from the records already there."""
+    or by another TIR pipeline (:func:`scan_tir.transform.pipeline.signature`) is made
+    again, from the records already there; its facts keep the seconds the first making
+    took, which the records cost (the remaking only replays and builds them)."""
     lib_path, facts_path = directory / "arm.so", directory / "arm.json"
-    if lib_path.exists() and facts_path.exists():
-        facts = json.loads(facts_path.read_text())
-        if facts.get("built_for") == str(built_for):
-            return tvm.runtime.load_module(str(lib_path)), facts
-        print(f"{directory}: built for {facts.get('built_for', 'another target')}, made again")
+    key = f"{built_for} | {signature()}"
+    old = json.loads(facts_path.read_text()) if facts_path.exists() else None
+    if old is not None and lib_path.exists():
+        if old.get("built_for") == key:
+            return tvm.runtime.load_module(str(lib_path)), old
+        print(f"{directory}: built for {old.get('built_for', 'another target')}, made again")
     lib, facts = make()
-    facts["built_for"] = str(built_for)
+    if old is not None:
+        facts["seconds"], facts["remade_seconds"] = old["seconds"], facts["seconds"]
+    facts["built_for"] = key
     directory.mkdir(parents=True, exist_ok=True)
     lib.export_library(str(lib_path))
     facts_path.write_text(json.dumps(facts, indent=1) + "\n")

@@ -9,7 +9,9 @@ launch, a barrier per nest; functions that StorageRewrite could merge unsafely,
 ``merged_unsafely``, lowered without it), which starts with ``ConcurrentLanes`` (independent scans
 side by side, a thread each), ``PipelinedScans`` (a stacked layer a chunk of steps
 behind the one that feeds it, a thread each) and ``BoundTileBuffers`` (a tile's own
-buffers sized by the tile at a symbolic size, which TVM 0.27 sizes INT_MAX). Fast
+buffers sized by the tile at a symbolic size, which TVM 0.27 sizes INT_MAX), and ends
+with ``InlineVectorIndices`` (the lane offsets TVM's CSE binds above a parallel launch,
+where LLVM loses them, put back in each access). Fast
 math, which the converter applies as one of its options, lives in ``scan_tir.lower``, so
 that ``lower`` never imports ``transform``.
 """
@@ -22,12 +24,14 @@ from .pipeline import PIPELINE, merged_unsafely
 from .pipelined_scans import PipelinedScans
 from .prepacked import elide_param_copies, prepacked
 from .tile_buffers import BoundTileBuffers
+from .vector_indices import InlineVectorIndices
 from .weight_prepack import prepack_module, split_weight_prepack
 
 __all__ = [
     "PIPELINE",
     "BoundTileBuffers",
     "ConcurrentLanes",
+    "InlineVectorIndices",
     "PersistentLaunch",
     "PipelinedScans",
     "elide_param_copies",

@@ -1,9 +1,11 @@
 """The TIR pipeline every scan-tir build uses: :data:`PIPELINE`.
 
 ``ConcurrentLanes``, ``PipelinedScans``, ``BoundTileBuffers`` and ``MarkOwnedShares`` on
-S-TIR, TVM's S-TIR pipeline, then ``PersistentLaunch`` (before the host passes, which
-turn allocations into workspace calls). Builds name it: ``tvm.compile(...,
-tir_pipeline=PIPELINE)``.
+S-TIR, TVM's S-TIR pipeline, then ``InlineVectorIndices`` (vector index bindings that
+TVM's CSE may hoist out of a parallel launch, substituted back) and ``PersistentLaunch``
+(before the host passes, which turn allocations into workspace calls). Builds name it:
+``tvm.compile(..., tir_pipeline=PIPELINE)``; :func:`signature` names its passes, for
+caches of built libraries to key on.
 
 A function with two or more allocations of symbolic size goes through TVM's pipeline
 without its StorageRewrite. That pass gives allocations whose lifetimes never overlap one
@@ -34,6 +36,7 @@ from .owned_shares import MarkOwnedShares
 from .persistent_launch import PersistentLaunch
 from .pipelined_scans import PipelinedScans
 from .tile_buffers import BoundTileBuffers
+from .vector_indices import InlineVectorIndices
 
 #: The TIR pipeline every scan-tir build uses (``tvm.compile(..., tir_pipeline=PIPELINE)``).
 PIPELINE = "scan_tir"
@@ -92,16 +95,22 @@ def _part(mod: tvm.IRModule, gvs: list[tvm.ir.GlobalVar]) -> tvm.IRModule:
     return tvm.IRModule({gv: mod[gv] for gv in gvs}, attrs=mod.attrs)
 
 
+#: The passes around TVM's S-TIR pipeline, in order (``None``: TVM's own).
+_AROUND = (ConcurrentLanes, PipelinedScans, BoundTileBuffers, MarkOwnedShares, None,
+           InlineVectorIndices, PersistentLaunch)
+
+
+def signature() -> str:
+    """The TVM version and the passes of :data:`PIPELINE`: a library built under another
+    signature was built by another pipeline, and a cache of built libraries builds it
+    again (its records stay valid)."""
+    names = [p.info.name if p is not None else "s_tir" for p in _AROUND]
+    return f"tvm {tvm.__version__}: " + ", ".join(names)
+
+
 def _pipeline(**kwargs):
     lower, host, device = default_s_tir_pipeline(**kwargs)
-    passes = [
-        ConcurrentLanes,
-        PipelinedScans,
-        BoundTileBuffers,
-        MarkOwnedShares,
-        _apart(lower),
-        PersistentLaunch,
-    ]
+    passes = [p if p is not None else _apart(lower) for p in _AROUND]
     return tvm.transform.Sequential(passes), host, device
 
 
