@@ -50,7 +50,8 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     result = tune(tuned_dir)
     grid = {(1, 4), (1, 32), (4, 4), (4, 32)}
     assert set(result.table) == grid and set(result.latency_ms) == grid
-    assert set(result.predicted_ms) == grid
+    assert set(result.predicted_ms) == grid and set(result.served_ms) == grid
+    assert all(0 < ms < float("inf") for ms in result.served_ms.values())
     assert 1 <= len(result.kernels) <= 2 and 1 <= result.candidates <= 2
     assert set(result.table.values()) <= set(range(len(result.kernels)))
     # each kernel generic, fixed at every listed batch it serves, padded there where
@@ -237,6 +238,21 @@ def test_a_modules_first_lookup_is_not_timed():
     lib = Lib()
     assert bench.time(dyn._Kernel(None, dyn._Built(lib, []), "k", {}), (1,), 0.001) < 100
     assert lib.timed == 1
+
+
+def test_the_whole_dispatching_function_is_checked_and_timed_at_every_instance(monkeypatch):
+    """The function built whole, not only its kernels built alone: slower than the
+    figure its kernel was chosen by is logged, naming the instance; wrong raises."""
+    logged = []
+    monkeypatch.setattr(dyn, "log", logged.append)
+    served = {(1,): 1.0, (2,): 2.0 * dyn.SLOWER + 0.1}
+    bench = SimpleNamespace(check=lambda lib, i: 0.5, median_ms=lambda lib, i: served[i])
+    latency = {(1,): 0.9, (2,): 2.0}
+    assert dyn._served(None, [(1,), (2,)], latency, bench) == served
+    assert len(logged) == 1 and "at (2,)" in logged[0]
+    bench.check = lambda lib, i: 0.0 if i == (2,) else 0.5
+    with pytest.raises(ScanLoweringError, match=r"wrong at \(2,\)"):
+        dyn._served(None, [(1,), (2,)], latency, bench)
 
 
 def test_a_kernel_wrong_at_one_instance_is_not_used_there():

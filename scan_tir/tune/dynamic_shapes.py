@@ -106,6 +106,10 @@ RACE, RACE_MS = 2.0, 100.0
 #: figure there by more than this factor either way, gets it timed there: the model's
 #: line through two short lengths misses what the longer ones do to the cache.
 SUSPECT = 1.25
+#: The dispatching function, built whole, timed at a listed instance more than this
+#: factor over the figure its kernel was chosen by there is reported: its branch was
+#: built otherwise than the kernel alone (a build defect, not a wrong choice).
+SLOWER = 1.25
 
 
 @dataclass
@@ -120,7 +124,8 @@ class Dynamic:
     latency_ms: dict[Instance, float]
     predicted_ms: dict[Instance, float]  # the model's figure for it there
     candidates: int  # tuned records that replayed, built and were right where timed
-    # wall time of each phase (tune, candidates, choice, fallbacks, padding, dispatch), and
+    # wall time of each phase (tune, candidates, choice, fallbacks, padding, dispatch,
+    # check: the whole function's), and
     # of the reference outputs' computation among them (what the checks compare with)
     seconds: dict[str, float]
     skipped: list[str] = field(default_factory=list)  # why a record was not used (where)
@@ -135,6 +140,8 @@ class Dynamic:
     # instance -> the body of its kernel that serves it (:meth:`_Kernel.body_key`: the
     # step sizes, then the lengths its tiles are held to there, if any)
     keys: dict[Instance, tuple] = field(default_factory=dict)
+    # instance -> the median ms of the dispatching function itself, built whole, there
+    served_ms: dict[Instance, float] = field(default_factory=dict)
 
     def compile(self, target: Target | None = None) -> tvm.runtime.Executable:
         """The dispatching function built as ``main`` for ``target`` (default: this
@@ -442,6 +449,8 @@ def dynamic(
         func, names, step, instances, picked, table, anywhere, unfixed, pads, beyond
     )
     clock.lap("dispatch")
+    served = _served(_build(dispatching, dispatch_target(target)), grid, latency, bench)
+    clock.lap("check")
     clock.seconds["of which the reference outputs"] = bench.reference_s
     log("dynamic: " + ", ".join(f"{k} {v:.0f} s" for k, v in clock.seconds.items()))
     return Dynamic(
@@ -458,7 +467,36 @@ def dynamic(
         {at: start + 1 for at, (start, _) in pads.items()},
         beyond[0] if beyond else 0,
         {i: picked[k].body_key(*bench.split(i)) for i, k in table.items()},
+        served,
     )
+
+
+def _served(
+    lib: _Built, grid: list[Instance], latency: dict[Instance, float], bench: _Bench
+) -> dict[Instance, float]:
+    """The dispatching function, built whole, checked and timed at every listed
+    instance: its median ms there. Its kernels were chosen by builds of each alone, and
+    a whole function is another build: TVM's CSE once hoisted one branch's vector
+    indices out of its parallel launch for another's sake
+    (:mod:`~scan_tir.transform.vector_indices`), and LLVM promotes fewer accumulators in
+    a large function (:func:`~scan_tir.tune.dispatch.dispatch_target`). A wrong result
+    raises; a figure :data:`SLOWER` times the chosen one is logged."""
+    served = {}
+    for i in grid:
+        if not bench.check(lib, i):
+            raise ScanLoweringError(
+                f"dynamic: the dispatching function built whole is wrong at {i}, where the "
+                "kernel it dispatches to was right built alone: a miscompilation of the "
+                "whole function; serve the kernels as separate functions"
+            )
+        served[i] = bench.median_ms(lib, i)
+        if served[i] > SLOWER * latency[i]:
+            log(
+                f"dynamic: the dispatching function runs {served[i]:.3g} ms at {i}, "
+                f"{served[i] / latency[i]:.2f}x the {latency[i]:.3g} its kernel was chosen "
+                "by: the whole function builds that branch slower than the kernel alone"
+            )
+    return served
 
 
 def _dispatching(
@@ -937,6 +975,12 @@ class _Bench:
             once = (time.perf_counter() - start) * 1e3
             if once >= RACE_MS and once > RACE * best:
                 return once
+        return self.median_ms(lib, instance, tensors)
+
+    def median_ms(self, lib: _Built, instance: Instance, tensors: list | None = None) -> float:
+        """Median ms of ``repeat`` runs of at least 20 ms each of any build at
+        ``instance``."""
+        tensors = tensors if tensors is not None else lib.args(self.case(instance)[0])
         timer = lib.module.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
         return statistics.median(timer(*tensors).results) * 1e3
 
