@@ -59,6 +59,7 @@ from tvm.s_tir import meta_schedule as ms
 from scan_tir import workloads
 from scan_tir.db.records import repair
 from scan_tir.transform.pipeline import signature
+from scan_tir.transform.weight_prepack import prepack_module
 from scan_tir.tune import default_target, dispatch_target, dynamic
 from scan_tir.tune.symbolic import apply_best, specialize
 from scan_tir.tune.tuner import records_of, tune_module
@@ -136,12 +137,16 @@ def main() -> None:
                     candidates=args.candidates, reach=None if args.reach < 0 else args.reach,
                     representatives=[instance(t) for t in args.tune_at.split(",") if t] or None,
                     predict=not args.time_everywhere, reference=zoo.symbolic_case())
+        # the function as built, for experiments/dispatch_branches.py
+        (args.work_dir / "dynamic" / "dispatch.tvmscript").write_text(
+            prepack_module(r.func)[0].script())
         return r.compile(dispatch_target(default_target())).jit(), {
             "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
             "packed": [[list(shape), dtype] for shape, dtype in r.packed],
             "candidates": r.candidates, "skipped": r.skipped, "phases_s": r.seconds,
             "table": {key(i): k for i, k in r.table.items()},
             "latency_ms": {key(i): v for i, v in r.latency_ms.items()},
+            "served_ms": {key(i): v for i, v in r.served_ms.items()},
             "predicted_ms": {key(i): v for i, v in r.predicted_ms.items()},
             "padded_from": {str(at): start for at, start in r.padded.items()},
             "chunked": r.chunked,

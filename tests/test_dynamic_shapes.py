@@ -241,18 +241,26 @@ def test_a_modules_first_lookup_is_not_timed():
 
 
 def test_the_whole_dispatching_function_is_checked_and_timed_at_every_instance(monkeypatch):
-    """The function built whole, not only its kernels built alone: slower than the
-    figure its kernel was chosen by is logged, naming the instance; wrong raises."""
-    logged = []
+    """The function built whole, not only its kernels built alone: a checking run near the
+    figure its kernel was chosen by is its figure; one slower gets it timed, and still
+    slower is logged, naming the instance; wrong raises."""
+    logged, timed = [], []
     monkeypatch.setattr(dyn, "log", logged.append)
-    served = {(1,): 1.0, (2,): 2.0 * dyn.SLOWER + 0.1}
-    bench = SimpleNamespace(check=lambda lib, i: 0.5, median_ms=lambda lib, i: served[i])
-    latency = {(1,): 0.9, (2,): 2.0}
-    assert dyn._served(None, [(1,), (2,)], latency, bench) == served
+    latency = {(1,): 0.9, (2,): 2.0, (3,): 1.0}
+    checking = {(1,): 1.0, (2,): 9.0, (3,): 9.0}  # (3,): a slow first run only
+    medians = {(2,): 2.0 * dyn.SLOWER + 0.1, (3,): 1.05}
+
+    def median_ms(lib, i):
+        timed.append(i)
+        return medians[i]
+
+    bench = SimpleNamespace(check=lambda lib, i: checking[i], median_ms=median_ms)
+    served = dyn._served(None, [(1,), (2,), (3,)], latency, bench)
+    assert served == {(1,): 1.0, **medians} and timed == [(2,), (3,)]
     assert len(logged) == 1 and "at (2,)" in logged[0]
     bench.check = lambda lib, i: 0.0 if i == (2,) else 0.5
     with pytest.raises(ScanLoweringError, match=r"wrong at \(2,\)"):
-        dyn._served(None, [(1,), (2,)], latency, bench)
+        dyn._served(None, [(1,), (2,), (3,)], latency, bench)
 
 
 def test_a_kernel_wrong_at_one_instance_is_not_used_there():

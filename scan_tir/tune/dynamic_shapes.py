@@ -140,7 +140,7 @@ class Dynamic:
     # instance -> the body of its kernel that serves it (:meth:`_Kernel.body_key`: the
     # step sizes, then the lengths its tiles are held to there, if any)
     keys: dict[Instance, tuple] = field(default_factory=dict)
-    # instance -> the median ms of the dispatching function itself, built whole, there
+    # instance -> the ms of the dispatching function itself, built whole, there (:func:`_served`)
     served_ms: dict[Instance, float] = field(default_factory=dict)
 
     def compile(self, target: Target | None = None) -> tvm.runtime.Executable:
@@ -474,22 +474,24 @@ def dynamic(
 def _served(
     lib: _Built, grid: list[Instance], latency: dict[Instance, float], bench: _Bench
 ) -> dict[Instance, float]:
-    """The dispatching function, built whole, checked and timed at every listed
-    instance: its median ms there. Its kernels were chosen by builds of each alone, and
-    a whole function is another build: TVM's CSE once hoisted one branch's vector
-    indices out of its parallel launch for another's sake
+    """The dispatching function, built whole, checked at every listed instance: its ms
+    there (the checking run's, or its median where that run was over :data:`SLOWER`
+    times the figure its kernel was chosen by). Its kernels were chosen by builds of
+    each alone, and a whole function is another build: TVM's CSE once hoisted one
+    branch's vector indices out of its parallel launch for another's sake
     (:mod:`~scan_tir.transform.vector_indices`), and LLVM promotes fewer accumulators in
     a large function (:func:`~scan_tir.tune.dispatch.dispatch_target`). A wrong result
-    raises; a figure :data:`SLOWER` times the chosen one is logged."""
+    raises; a median still over ``SLOWER`` times the chosen figure is logged."""
     served = {}
     for i in grid:
-        if not bench.check(lib, i):
+        ran = bench.check(lib, i)
+        if not ran:
             raise ScanLoweringError(
                 f"dynamic: the dispatching function built whole is wrong at {i}, where the "
                 "kernel it dispatches to was right built alone: a miscompilation of the "
                 "whole function; serve the kernels as separate functions"
             )
-        served[i] = bench.median_ms(lib, i)
+        served[i] = ran if ran <= SLOWER * latency[i] else bench.median_ms(lib, i)
         if served[i] > SLOWER * latency[i]:
             log(
                 f"dynamic: the dispatching function runs {served[i]:.3g} ms at {i}, "
