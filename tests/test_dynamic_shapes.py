@@ -62,6 +62,7 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     assert len(find_scans(result.func)) == (
         len(result.kernels) + len(fixed - result.unfixed) + len(padded) + len(chunked))
     lib = result.compile()
+    assert lib is result.built[1]  # the build checked while choosing
     for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
         case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
         got, want = outputs(case, lib, case.input_arrays())

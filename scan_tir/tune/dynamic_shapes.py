@@ -142,18 +142,20 @@ class Dynamic:
     keys: dict[Instance, tuple] = field(default_factory=dict)
     # instance -> the ms of the dispatching function itself, built whole, there (:func:`_served`)
     served_ms: dict[Instance, float] = field(default_factory=dict)
+    # the target the function was built for while choosing, and that build
+    built: tuple[Target, tvm.runtime.Executable] | None = None
 
     def compile(self, target: Target | None = None) -> tvm.runtime.Executable:
         """The dispatching function built as ``main`` for ``target`` (default: this
         machine's), with :func:`~scan_tir.tune.dispatch.dispatch_target`'s options. Where
         its kernels pack weights, ``main`` takes them packed after the function's
         parameters (:attr:`packed`), and ``prepack``, of the same arguments, packs them:
-        run it once, ``main`` at every call."""
-        return tvm.compile(
-            prepack_module(self.func)[0],
-            target=dispatch_target(target or default_target()),
-            tir_pipeline=PIPELINE,
-        )
+        run it once, ``main`` at every call. For the target :func:`dynamic` tuned for,
+        the build it checked."""
+        wanted = dispatch_target(target or default_target())
+        if self.built is not None and str(self.built[0]) == str(wanted):
+            return self.built[1]
+        return _compiled(self.func, wanted)
 
     @property
     def packed(self) -> list[tuple[tuple[int, ...], str]]:
@@ -449,7 +451,8 @@ def dynamic(
         func, names, step, instances, picked, table, anywhere, unfixed, pads, beyond
     )
     clock.lap("dispatch")
-    served = _served(_build(dispatching, dispatch_target(target)), grid, latency, bench)
+    whole = _compiled(dispatching, dispatch_target(target))
+    served = _served(_Built(whole.jit(), prepack_module(dispatching)[1]), grid, latency, bench)
     clock.lap("check")
     clock.seconds["of which the reference outputs"] = bench.reference_s
     log("dynamic: " + ", ".join(f"{k} {v:.0f} s" for k, v in clock.seconds.items()))
@@ -468,6 +471,7 @@ def dynamic(
         beyond[0] if beyond else 0,
         {i: picked[k].body_key(*bench.split(i)) for i, k in table.items()},
         served,
+        (dispatch_target(target), whole),
     )
 
 
@@ -1169,9 +1173,13 @@ class _Built:
         return [*tensors, *packed]
 
 
+def _compiled(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Executable:
+    """``func`` built as ``main`` beside its ``prepack`` (:func:`prepack_module`)."""
+    return tvm.compile(prepack_module(func)[0], target=target, tir_pipeline=PIPELINE)
+
+
 def _build(func: tirx.PrimFunc, target: Target) -> _Built:
-    mod, packed = prepack_module(func)
-    return _Built(tvm.compile(mod, target=target, tir_pipeline=PIPELINE).jit(), packed)
+    return _Built(_compiled(func, target).jit(), prepack_module(func)[1])
 
 
 def _replayed(
