@@ -31,7 +31,7 @@ import tvm_ffi
 from bench.report import fmt, header, markdown_table, start_run
 from dynamic_shapes import side_by_side
 from tvm import s_tir, tirx
-from tvm.arith import Analyzer
+from tvm.sym import Analyzer
 from tvm.tirx import stmt as S
 
 from scan_tir import workloads
