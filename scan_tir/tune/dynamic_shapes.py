@@ -155,7 +155,7 @@ class Dynamic:
         wanted = dispatch_target(target or default_target())
         if self.built is not None and str(self.built[0]) == str(wanted):
             return self.built[1]
-        return _compiled(self.func, wanted)
+        return _compiled(self.func, wanted)[0]
 
     @property
     def packed(self) -> list[tuple[tuple[int, ...], str]]:
@@ -451,8 +451,9 @@ def dynamic(
         func, names, step, instances, picked, table, anywhere, unfixed, pads, beyond
     )
     clock.lap("dispatch")
-    whole = _compiled(dispatching, dispatch_target(target))
-    served = _served(_Built(whole.jit(), prepack_module(dispatching)[1]), grid, latency, bench)
+    built_for = dispatch_target(target)
+    whole, packed = _compiled(dispatching, built_for)
+    served = _served(_Built(whole.jit(), packed), grid, latency, bench)
     clock.lap("check")
     clock.seconds["of which the reference outputs"] = bench.reference_s
     log("dynamic: " + ", ".join(f"{k} {v:.0f} s" for k, v in clock.seconds.items()))
@@ -471,7 +472,7 @@ def dynamic(
         beyond[0] if beyond else 0,
         {i: picked[k].body_key(*bench.split(i)) for i, k in table.items()},
         served,
-        (dispatch_target(target), whole),
+        (built_for, whole),
     )
 
 
@@ -1173,13 +1174,16 @@ class _Built:
         return [*tensors, *packed]
 
 
-def _compiled(func: tirx.PrimFunc, target: Target) -> tvm.runtime.Executable:
-    """``func`` built as ``main`` beside its ``prepack`` (:func:`prepack_module`)."""
-    return tvm.compile(prepack_module(func)[0], target=target, tir_pipeline=PIPELINE)
+def _compiled(func: tirx.PrimFunc, target: Target) -> tuple[tvm.runtime.Executable, list]:
+    """``func`` built as ``main`` beside its ``prepack`` (:func:`prepack_module`), and the
+    weights it takes packed."""
+    mod, packed = prepack_module(func)
+    return tvm.compile(mod, target=target, tir_pipeline=PIPELINE), packed
 
 
 def _build(func: tirx.PrimFunc, target: Target) -> _Built:
-    return _Built(_compiled(func, target).jit(), prepack_module(func)[1])
+    executable, packed = _compiled(func, target)
+    return _Built(executable.jit(), packed)
 
 
 def _replayed(
