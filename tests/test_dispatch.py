@@ -45,6 +45,20 @@ def test_a_shape_takes_the_kernel_of_the_instance_it_rounds_up_to():
     assert got == {1: 1.0, 4: 1.0, 5: 2.0, 16: 2.0, 17: 3.0, 64: 3.0, 65: 3.0, 1000: 3.0}
 
 
+def test_a_kernel_the_choice_never_takes_is_left_out():
+    """The table sends no shape to kernel 1: the function is the one dispatching to
+    kernels 0 and 2 alone (its body never built), and each shape runs its kernel."""
+    func = plus(0.0)
+    grid = {"n": [4, 16]}
+    dispatched = dispatch(func, [plus(1.0), plus(2.0), plus(3.0)],
+                          nearest_instance(func, grid, {(4,): 0, (16,): 2}))
+    two = dispatch(func, [plus(1.0), plus(3.0)], nearest_instance(func, grid, {(4,): 0, (16,): 1}))
+    tvm.ir.assert_structural_equal(dispatched, two)
+    lib = compile_func(dispatched)
+    got = {length: ran(lib, length) for length in (1, 4, 5, 100)}
+    assert got == {1: 1.0, 4: 1.0, 5: 3.0, 100: 3.0}
+
+
 def test_two_sizes_one_table():
     m = te.var("m")
 

@@ -46,11 +46,20 @@ def dispatch(
     """``func`` running ``kernels[choice]``, where ``choice`` is an integer expression of
     ``func``'s sizes and every kernel is a schedule of ``func`` (same parameters, same
     symbolic sizes: replayed on it with :func:`~scan_tir.tune.symbolic.replay_sized`).
-    A ``choice`` outside ``0 .. len(kernels) - 1`` runs the last kernel."""
+    A ``choice`` outside ``0 .. len(kernels) - 1`` runs the last kernel. Where ``choice``
+    is a tree of constants (:func:`nearest_instance`'s), the kernels it never takes are
+    checked but left out: each body is built, and a large one costs seconds."""
     if not kernels:
         raise ScanLoweringError("dispatch: no kernel to dispatch to")
     sizes = size_vars(func)
-    bodies = [_aligned(k, func, sizes, i) for i, k in enumerate(kernels)]
+    for i, k in enumerate(kernels):
+        _check_schedule(k, func, sizes, i)
+    reached = _reached(choice, len(kernels))
+    if reached is not None:  # the bodies no shape reaches are left out of the build
+        index = {old: new for new, old in enumerate(sorted(reached))}
+        choice = _renumbered(choice, index, len(kernels))
+        kernels = [kernels[old] for old in sorted(reached)]
+    bodies = [_aligned(k, func, sizes) for k in kernels]
     # The index kept in a buffer, not bound to a variable: TVM's simplifier substitutes a
     # bound value, so each nested branch would add the whole choice to the constraints
     # under which every later body is simplified (quadratic in the bodies).
@@ -128,10 +137,41 @@ def nearest_instance(
     return tree(())
 
 
-def _aligned(
+def _reached(choice: tirx.Expr, count: int) -> set[int] | None:
+    """The kernel indices ``choice`` can take, where it is a tree of ``Select`` (and
+    casts) over constants, as :func:`nearest_instance` makes it (one out of range runs
+    the last); None where it is any other expression."""
+    if isinstance(choice, tirx.IntImm):
+        value = int(choice.value)
+        return {value if 0 <= value < count else count - 1}
+    if isinstance(choice, tirx.Cast):
+        return _reached(choice.value, count)
+    if isinstance(choice, tirx.Select):
+        then, other = _reached(choice.true_value, count), _reached(choice.false_value, count)
+        return None if then is None or other is None else then | other
+    return None
+
+
+def _renumbered(choice: tirx.Expr, index: dict[int, int], count: int) -> tirx.Expr:
+    """``choice`` (a tree :func:`_reached` read) with each constant's kernel renumbered by
+    ``index``; the conditions are kept as they are."""
+    if isinstance(choice, tirx.IntImm):
+        value = int(choice.value)
+        old = value if 0 <= value < count else count - 1  # out of range: the last
+        return tirx.IntImm(choice.ty.dtype, index[old])
+    if isinstance(choice, tirx.Cast):
+        return tirx.Cast(choice.ty.dtype, _renumbered(choice.value, index, count))
+    return tirx.Select(
+        choice.condition,
+        _renumbered(choice.true_value, index, count),
+        _renumbered(choice.false_value, index, count),
+    )
+
+
+def _check_schedule(
     kernel: tirx.PrimFunc, func: tirx.PrimFunc, sizes: dict[str, tirx.Var], index: int
-) -> tirx.Stmt:
-    """``kernel``'s body with fresh definitions, reading ``func``'s parameters and sizes."""
+) -> None:
+    """Refuses a kernel that is not a schedule of ``func`` (its parameters, its sizes)."""
     where = f"dispatch: kernel {index}"
     if len(kernel.params) != len(func.params):
         raise ScanLoweringError(
@@ -144,12 +184,17 @@ def _aligned(
                 f"{where}: parameter '{f.name}' is {k.ty} there, {f.ty} in the function: "
                 "replay the schedule on the symbolic function itself (replay_sized)"
             )
-    kernel = s_tir.renew_defs(kernel)
     own = size_vars(kernel)
     if sorted(own) != sorted(sizes):
         raise ScanLoweringError(
             f"{where} has symbolic sizes {sorted(own)}, the function {sorted(sizes)}"
         )
+
+
+def _aligned(kernel: tirx.PrimFunc, func: tirx.PrimFunc, sizes: dict[str, tirx.Var]) -> tirx.Stmt:
+    """``kernel``'s body with fresh definitions, reading ``func``'s parameters and sizes."""
+    kernel = s_tir.renew_defs(kernel)
+    own = size_vars(kernel)
     pairs = [*zip(kernel.params, func.params), *((own[n], sizes[n]) for n in sizes)]
 
     def on_var(var: tirx.Var) -> tirx.Var:

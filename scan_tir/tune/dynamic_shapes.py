@@ -92,7 +92,7 @@ from .progress import log
 from .search import learned_model
 from .symbolic import replay_sized, size_vars, specialize, specialize_body
 from .target import default_target
-from .tuner import records_of, tune_module
+from .tuner import records_of_each, tune_module
 
 Instance = tuple[int, ...]
 #: sizes by name -> (input arrays, expected output arrays) there; see :func:`dynamic`.
@@ -321,12 +321,16 @@ def dynamic(
     main = func.with_attr("global_symbol", "main")  # as MetaSchedule's builder and runner call it
     tasks = {_task_name(names, r): specialize(main, dict(zip(names, r))) for r in reps}
     task_mods = [tvm.IRModule({"main": task}) for task in tasks.values()]
+    have = records_of_each(Path(work_dir), task_mods)  # a run adds its own task's only
+    model = None
     for i, (name, task_mod) in enumerate(zip(tasks, task_mods)):  # each its share of the budget
         share = trials // len(tasks) + (i < trials % len(tasks))
-        more = share - records_of(Path(work_dir), task_mod)
+        more = share - have[i]
         if more > 0:  # selecting by what the tasks before it measured
-            Path(work_dir).mkdir(parents=True, exist_ok=True)
-            measured = ms.database.JSONDatabase(work_dir=str(work_dir))
+            if model is None:  # trained once; each run then adds what it measures
+                Path(work_dir).mkdir(parents=True, exist_ok=True)
+                measured = ms.database.JSONDatabase(work_dir=str(work_dir))
+                model = learned_model(measured, task_mods, target)
             tune_module(
                 task_mod,
                 Path(work_dir),
@@ -334,7 +338,7 @@ def dynamic(
                 target,
                 label=f"dynamic {name}",
                 population=population,
-                cost_model=learned_model(measured, task_mods, target),
+                cost_model=model,
             )
     clock.lap("tune")
     database = ms.database.JSONDatabase(work_dir=str(work_dir))

@@ -151,8 +151,13 @@ def tune(
 
 def records_of(work_dir: Path, mod: tvm.IRModule) -> int:
     """Records of ``mod``'s function in the database of ``work_dir`` (0 without one)."""
+    return records_of_each(work_dir, [mod])[0]
+
+
+def records_of_each(work_dir: Path, mods: list[tvm.IRModule]) -> list[int]:
+    """:func:`records_of` for each of ``mods``, from one reading of the database."""
     if not records_file(work_dir).exists():
-        return 0
+        return [0] * len(mods)
     db = load(work_dir)
-    index = db.index_of(mod)
-    return 0 if index is None else len(db.of_workload(index))
+    indices = [db.index_of(mod) for mod in mods]
+    return [0 if k is None else len(db.of_workload(k)) for k in indices]
