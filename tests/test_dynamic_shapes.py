@@ -160,6 +160,53 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
 
 
 @pytest.mark.slow
+def test_candidates_are_built_before_any_is_timed_and_one_that_does_not_build_is_skipped(
+    tuned_dir, monkeypatch
+):
+    """Every candidate's generic build is made with the others (:data:`~dyn.BUILDS` at
+    a time) before the first kernel runs, so nothing compiles during a timing; the first
+    one is made to fail: that candidate is skipped with the reason, the others serve."""
+    replayed, build, events = dyn._replayed, dyn._build, []
+
+    def marked(*args):
+        kernel = replayed(*args)
+        if not isinstance(kernel, str) and not kernel.bodies:  # it has a generic build
+            first = "test.generic" not in events
+            kernel.func = kernel.func.with_attr("test.generic", "fails" if first else "builds")
+            events.append("test.generic")
+        return kernel
+
+    def failing_the_first(func, target):
+        attrs = func.attrs if func.attrs is not None else {}
+        mark = str(attrs["test.generic"]) if "test.generic" in attrs else None
+        events.append("generic build" if mark else "build")
+        if mark == "fails":
+            raise RuntimeError("no code for this one")
+        return build(func, target)
+
+    def check(self, lib, instance):
+        events.append("run")
+        return real_check(self, lib, instance)
+
+    real_check = dyn._Bench.check
+    monkeypatch.setattr(dyn, "_replayed", marked)
+    monkeypatch.setattr(dyn, "_build", failing_the_first)
+    monkeypatch.setattr(dyn._Bench, "check", check)
+    result = tune(tuned_dir, trials=4, candidates=4)
+    failed = [s for s in result.skipped if "no code for this one" in s]
+    assert len(failed) == 1 and failed[0].endswith(
+        ": does not build (RuntimeError: no code for this one)"
+    )
+    first_run = events.index("run")
+    assert events.count("generic build") == events.count("test.generic") >= 2
+    assert "generic build" not in events[first_run:]
+    lib = compile_func(result.func)
+    case = workloads.get("lstm", seq=7, **{**SIZES, "batch": 3})
+    got, want = outputs(case, lib, case.input_arrays())
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
 def test_where_no_record_replays_generic_the_untuned_function_serves_off_the_grid(
     tuned_dir, monkeypatch
 ):
@@ -383,7 +430,7 @@ def test_a_record_refused_where_batch_is_symbolic_serves_each_batch_it_replays_a
     monkeypatch.setattr(dyn, "replay_sized", refuses_symbolic_and_batch_2)
     expected = expected_scans(tvm.IRModule({"main": func}))["main"]
     around = [{"batch": 4}, {"batch": 1}, {"batch": 2}]
-    kernel = dyn._replayed(record, func, expected, target, "refused #0", around)
+    kernel = dyn._replayed(record, func, expected, "refused #0", around)
     assert len(calls) == 4 and kernel.lib is None
     assert sorted(kernel.bodies) == [(1,), (4,)]
     assert kernel.serves((1,)) and kernel.serves((4,)) and not kernel.serves((2,))

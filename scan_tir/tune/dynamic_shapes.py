@@ -66,9 +66,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +112,8 @@ SUSPECT = 1.25
 #: factor over the figure its kernel was chosen by there is reported: its branch was
 #: built otherwise than the kernel alone (a build defect, not a wrong choice).
 SLOWER = 1.25
+#: Builds at a time while choosing (one per core; nothing is timed meanwhile).
+BUILDS = os.cpu_count() or 1
 
 
 @dataclass
@@ -349,6 +353,7 @@ def dynamic(
     sizes = [size_vars(func)[n] for n in names]
     pool: list[_Kernel] = []
     skipped: list[str] = []
+    replayed: list[tuple[str, _Kernel, list[Instance]]] = []  # and where each is timed
     for rep, (name, task) in zip(reps, tasks.items()):
         task_mod = tvm.IRModule({"main": task})
         records = database.get_top_k(database.commit_workload(task_mod), candidates)
@@ -358,7 +363,7 @@ def dynamic(
         around = [{names[k]: v for k, v in zip(step, key)} for key in keys]
         for rank, record in enumerate(records):
             where = f"{name} #{rank}"
-            kernel = _replayed(record, func, expected, target, where, around)
+            kernel = _replayed(record, func, expected, where, around)
             if isinstance(kernel, str):
                 skipped.append(f"{where}: {kernel}")
                 log(f"dynamic: skipped {where}: {kernel}")
@@ -376,22 +381,29 @@ def dynamic(
                 if kernel.serves(tuple(i[k] for k in step))
                 and all(i[k] in values for k, values in zip(step, near))
             ]
-            off_grid = tuple(v + 1 for v in grid[0])  # the generic build, checked once
-            try:
-                generic_wrong = kernel.lib is not None and not bench.right(kernel, off_grid, True)
-                wrong = [off_grid] if generic_wrong else []
-                wrong += [i for i in serves if not wrong and not bench.right(kernel, i)]
-            except Exception as err:  # TVM's codegen, on a body fixed at a step size
-                skipped.append(f"{where}: does not build at fixed sizes ({_last(err)})")
-                log(f"dynamic: skipped {where}: does not build at fixed sizes ({_last(err)})")
-                continue
-            if wrong:
-                skipped.append(f"{where}: wrong result at {wrong[0]}")
-                log(f"dynamic: skipped {where}: wrong result at {wrong[0]}")
-                continue
-            _time(kernel, serves, pool, bench, (grid, step, sizes))
-            pool.append(kernel)
-            log(f"dynamic: candidate {len(pool)} ({where}) timed at {len(serves)} instances")
+            replayed.append((where, kernel, serves))
+    unbuilt = bench.prebuild([(kernel, serves) for _, kernel, serves in replayed])
+    off_grid = tuple(v + 1 for v in grid[0])  # the generic build, checked once
+    for (where, kernel, serves), err in zip(replayed, unbuilt):
+        if err is not None:  # TVM's codegen
+            skipped.append(f"{where}: does not build ({_last(err)})")
+            log(f"dynamic: skipped {skipped[-1]}")
+            continue
+        try:
+            generic_wrong = kernel.lib is not None and not bench.right(kernel, off_grid, True)
+            wrong = [off_grid] if generic_wrong else []
+            wrong += [i for i in serves if not wrong and not bench.right(kernel, i)]
+        except Exception as err:  # TVM's codegen, on a body fixed at a step size
+            skipped.append(f"{where}: does not build at fixed sizes ({_last(err)})")
+            log(f"dynamic: skipped {where}: does not build at fixed sizes ({_last(err)})")
+            continue
+        if wrong:
+            skipped.append(f"{where}: wrong result at {wrong[0]}")
+            log(f"dynamic: skipped {where}: wrong result at {wrong[0]}")
+            continue
+        _time(kernel, serves, pool, bench, (grid, step, sizes))
+        pool.append(kernel)
+        log(f"dynamic: candidate {len(pool)} ({where}) timed at {len(serves)} instances")
     if not pool:
         raise ScanLoweringError(
             "dynamic: no tuned record serves the symbolic function: "
@@ -938,6 +950,37 @@ class _Bench:
                 kernel.fixed[key] = kernel.lib
         return kernel.fixed[key]
 
+    def prebuild(self, kernels: list[tuple[_Kernel, list[Instance]]]) -> list[Exception | None]:
+        """Builds each kernel's generic build, where it has one (``lib``), and the bodies
+        that serve the instances listed with it, as :meth:`lib` would one by one, but
+        :data:`BUILDS` at a time (:func:`_builds`) and before anything is timed. Returns,
+        per kernel, the error its generic build raised, if any; a body that does not
+        build is left to :meth:`lib`, which says why."""
+        jobs: list[tuple[int, tuple | None, tirx.PrimFunc]] = []
+        for k, (kernel, at) in enumerate(kernels):
+            if not kernel.bodies and kernel.lib is None:  # it replays with symbolic sizes
+                jobs.append((k, None, kernel.func))
+            for i in at:
+                fixed, lengths = self.split(i)
+                if not kernel.serves(tuple(fixed.values())):
+                    continue
+                key = kernel.body_key(fixed, lengths) if lengths else tuple(fixed.values())
+                if not key or key in kernel.fixed or any(j[:2] == (k, key) for j in jobs):
+                    continue
+                try:
+                    jobs.append((k, key, kernel.body(fixed, lengths)))
+                except Exception:  # no body there: lib() says why
+                    continue
+        errors: list[Exception | None] = [None] * len(kernels)
+        for (k, key, _), built in zip(jobs, _builds([body for *_, body in jobs], self.target)):
+            if key is None and isinstance(built, Exception):
+                errors[k] = built
+            elif key is None:
+                kernels[k][0].lib = built
+            elif not isinstance(built, Exception):
+                kernels[k][0].fixed[key] = built
+        return errors
+
     def split(self, instance: Instance) -> tuple[dict[str, int], dict[str, int]]:
         """The instance's step sizes and its lengths, by name."""
         named = list(zip(self.names, instance))
@@ -1190,20 +1233,37 @@ def _build(func: tirx.PrimFunc, target: Target) -> _Built:
     return _Built(executable.jit(), packed)
 
 
+def _builds(funcs: list[tirx.PrimFunc], target: Target) -> list[_Built | Exception]:
+    """:func:`_build` of each, :data:`BUILDS` at a time, each with its machine code
+    generated (a module's first lookup), or the error it raised. Threads, not processes:
+    TVM's passes and LLVM run in C++, where the interpreter's lock is released, and a
+    built module stays in this process, where it is timed."""
+
+    def one(func: tirx.PrimFunc) -> _Built | Exception:
+        try:
+            built = _build(func, target)
+            built.module["main"]
+            return built
+        except Exception as err:  # TVM's codegen
+            return err
+
+    with ThreadPoolExecutor(BUILDS) as threads:
+        return list(threads.map(one, funcs))
+
+
 def _replayed(
     record: ms.database.TuningRecord,
     func: tirx.PrimFunc,
     expected: list,
-    target: Target,
     where: str,
     around: list[dict[str, int]],
 ) -> _Kernel | str:
-    """The record's schedule on the symbolic function, built; where it does not replay
-    there, on the function with the step's sizes fixed at each of ``around`` (its
-    representative's first, which must take it) where it replays (a schedule may fuse a
-    batch loop of extent 1 with another, or tile a loop by factors whose product only
-    covers some extents, which a symbolic batch refuses), serving those sizes only; or
-    why it is not a candidate."""
+    """The record's schedule on the symbolic function (not built yet:
+    :meth:`_Bench.prebuild`); where it does not replay there, on the function with the
+    step's sizes fixed at each of ``around`` (its representative's first, which must
+    take it) where it replays (a schedule may fuse a batch loop of extent 1 with
+    another, or tile a loop by factors whose product only covers some extents, which a
+    symbolic batch refuses), serving those sizes only; or why it is not a candidate."""
     try:
         kernel = replay_sized(record.trace, func)
     except Exception as err:  # ScheduleError, TVM's InternalError on a symbolic tile
@@ -1228,11 +1288,7 @@ def _replayed(
     broken = scan_violations(kernel, expected)
     if broken:
         return f"breaks the scan: {'; '.join(broken)}"
-    try:
-        lib = _build(kernel, target)
-    except Exception as err:  # TVM's codegen
-        return f"does not build ({_last(err)})"
-    return _Kernel(kernel, lib, where, {}, trace=record.trace, base=func)
+    return _Kernel(kernel, None, where, {}, trace=record.trace, base=func)
 
 
 def _choose(
