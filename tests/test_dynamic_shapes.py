@@ -639,6 +639,23 @@ def test_a_timed_figure_far_above_the_checking_runs_is_timed_again():
     assert a.estimate[short] == a.measured[short] == 1.0 and b.measured[short] == 1.4
 
 
+def test_chosen_kernels_the_model_puts_near_each_other_are_timed_there():
+    """At the long instance the model puts A (18 ms) and B (20) within SUSPECT of each
+    other, and both checking runs agree with it: both are timed, A's 30 ms loses to B's
+    20, and the choice, made again, is B alone (A served the short instance, where B is
+    faster too)."""
+    short, long = (2, 16), (2, 256)
+    bench = _Retiming(
+        {("A", long): [30.0], ("B", long): [20.0]},
+        {("A", short): 1.0, ("B", short): 0.9, ("A", long): 18.5, ("B", long): 20.5},
+    )
+    a = dyn._Kernel(None, object(), "A", {short: 1.0, long: 18.0}, measured={short: 1.0})
+    b = dyn._Kernel(None, object(), "B", {short: 0.9, long: 20.0}, measured={short: 0.9})
+    chosen = dyn._checked_choice([a, b], [short, long], {short: 1, long: 1}, 2, bench, [])
+    assert chosen == [1] and sorted(bench.timed) == [("A", long), ("B", long)]
+    assert a.estimate[long] == a.measured[long] == 30.0 and b.measured[long] == 20.0
+
+
 @pytest.mark.parametrize("ratio, above", [(0.4, 4), (0.65, 5), (0.7, None)])
 def test_batches_past_the_largest_run_in_chunks_where_chunks_beat_the_generic_build(
     monkeypatch, ratio, above

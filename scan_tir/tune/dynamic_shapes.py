@@ -741,7 +741,7 @@ def _checked_choice(
                 skipped.append(f"{pool[c].where}: wrong result at {i}, not used there")
                 log(f"dynamic: {pool[c].where} is wrong at {i}; not used there")
                 changed = True
-        if changed:
+        if changed or _ties_timed(pool, chosen, grid, bench):
             continue
         uncovered = [i for i in grid if min(pool[c].estimate[i] for c in chosen) == math.inf]
         if uncovered and widen is not None and widen(chosen, uncovered):
@@ -1114,6 +1114,34 @@ def _in_order(kernel: _Kernel, at: list[Instance], pool: list[_Kernel], bench: _
                 f"length's; timed again: {again:.3g} ms"
             )
             kernel.measured[i] = min(timed[i], again)
+
+
+def _ties_timed(pool: list[_Kernel], chosen: list[int], grid: list[Instance], bench) -> bool:
+    """At each instance where chosen kernels' figures lie within ``SUSPECT`` of the
+    fastest one's and some of them are the model's, those are timed there (each was
+    checked there already): the model misses by up to that factor before a checking run
+    calls it off, so it cannot tell them apart. Whether the fastest at some instance
+    changed."""
+    moved = False
+    for i in grid:
+        figures = {c: pool[c].estimate[i] for c in chosen}
+        fastest = min(figures, key=figures.get)
+        near = [c for c in chosen if figures[c] <= SUSPECT * figures[fastest] < math.inf]
+        if len(near) < 2:
+            continue
+        for c in near:
+            if i not in pool[c].measured:
+                figure = bench.time(pool[c], i, _best(pool, i))
+                pool[c].measured[i] = pool[c].estimate[i] = figure
+        now = min(figures, key=lambda c: pool[c].estimate[i])
+        if now != fastest:
+            log(
+                f"dynamic: at {i} the model's {figures[fastest]:.3g} ms for "
+                f"{pool[fastest].where} and {figures[now]:.3g} for {pool[now].where} are "
+                f"near; timed {pool[fastest].estimate[i]:.3g} and {pool[now].estimate[i]:.3g}"
+            )
+            moved = True
+    return moved
 
 
 def _overstated(
