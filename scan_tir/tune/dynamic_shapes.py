@@ -31,10 +31,13 @@ builds and the long instances' runs were what made choosing cost more than tunin
 most ``kernels`` are chosen greedily by weighted latency (a step size none of them was
 timed at gets them timed there); each is then checked at every instance, and where its
 checking run is far off the prediction (``SUSPECT``), and a second call too, the kernel
-is timed there and the choice made again, so the table of which kernel serves which
-instance rests on measurements at long lengths too. A checking run is never a figure
-itself: it is a module's first call at that size (workspace touched for the first time,
-code generated lazily) and can take far longer than the kernel's steady time. Timing
+is timed there and the choice made again; so are chosen kernels whose figures at an
+instance the model puts within that factor of each other, as it cannot tell them apart:
+the table of which kernel serves which instance rests on measurements at long lengths
+too. A candidate's builds are made with the others', one per core, before any is
+timed. A checking run is never a figure itself: it is a module's first call at that
+size (workspace touched for the first time, code generated lazily) and can take far
+longer than the kernel's steady time. Timing
 races: a kernel whose one long run at an instance is already far slower than the best
 there is not timed further there. A figure above the kernel's own at a longer length, or
 far above its checking runs there, was taken with the machine busy (a persistent step
