@@ -29,7 +29,7 @@ different ranges.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import tvm
 import tvm_ffi
@@ -54,10 +54,15 @@ def dispatch(
     sizes = size_vars(func)
     for i, k in enumerate(kernels):
         _check_schedule(k, func, sizes, i)
-    reached = _reached(choice, len(kernels))
-    if reached is not None:  # the bodies no shape reaches are left out of the build
+    reached: set[int] = set()
+
+    def reach(k: int) -> int:
+        reached.add(k)
+        return k
+
+    if _on_kernels(choice, len(kernels), reach) is not None:  # the others are left out
         index = {old: new for new, old in enumerate(sorted(reached))}
-        choice = _renumbered(choice, index, len(kernels))
+        choice = _on_kernels(choice, len(kernels), index.__getitem__)
         kernels = [kernels[old] for old in sorted(reached)]
     bodies = [_aligned(k, func, sizes) for k in kernels]
     # The index kept in a buffer, not bound to a variable: TVM's simplifier substitutes a
@@ -137,35 +142,26 @@ def nearest_instance(
     return tree(())
 
 
-def _reached(choice: tirx.Expr, count: int) -> set[int] | None:
-    """The kernel indices ``choice`` can take, where it is a tree of ``Select`` (and
-    casts) over constants, as :func:`nearest_instance` makes it (one out of range runs
-    the last); None where it is any other expression."""
+def _on_kernels(
+    choice: tirx.Expr, count: int, kernel: Callable[[int], int]
+) -> tirx.Expr | None:
+    """``choice`` with each kernel index it can take (one out of range: the last)
+    replaced by ``kernel(index)``, where it is a tree of ``Select`` (and casts) over
+    constants, as :func:`nearest_instance` makes it, its conditions kept; None where it
+    is any other expression."""
     if isinstance(choice, tirx.IntImm):
         value = int(choice.value)
-        return {value if 0 <= value < count else count - 1}
+        return tirx.IntImm(choice.ty.dtype, kernel(value if 0 <= value < count else count - 1))
     if isinstance(choice, tirx.Cast):
-        return _reached(choice.value, count)
+        inner = _on_kernels(choice.value, count, kernel)
+        return None if inner is None else tirx.Cast(choice.ty.dtype, inner)
     if isinstance(choice, tirx.Select):
-        then, other = _reached(choice.true_value, count), _reached(choice.false_value, count)
-        return None if then is None or other is None else then | other
+        then = _on_kernels(choice.true_value, count, kernel)
+        other = _on_kernels(choice.false_value, count, kernel)
+        if then is None or other is None:
+            return None
+        return tirx.Select(choice.condition, then, other)
     return None
-
-
-def _renumbered(choice: tirx.Expr, index: dict[int, int], count: int) -> tirx.Expr:
-    """``choice`` (a tree :func:`_reached` read) with each constant's kernel renumbered by
-    ``index``; the conditions are kept as they are."""
-    if isinstance(choice, tirx.IntImm):
-        value = int(choice.value)
-        old = value if 0 <= value < count else count - 1  # out of range: the last
-        return tirx.IntImm(choice.ty.dtype, index[old])
-    if isinstance(choice, tirx.Cast):
-        return tirx.Cast(choice.ty.dtype, _renumbered(choice.value, index, count))
-    return tirx.Select(
-        choice.condition,
-        _renumbered(choice.true_value, index, count),
-        _renumbered(choice.false_value, index, count),
-    )
 
 
 def _check_schedule(

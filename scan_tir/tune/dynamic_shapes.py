@@ -963,13 +963,15 @@ class _Bench:
         for k, (kernel, at) in enumerate(kernels):
             if not kernel.bodies and kernel.lib is None:  # it replays with symbolic sizes
                 jobs.append((k, None, kernel.func))
+            keys = set(kernel.fixed)
             for i in at:
                 fixed, lengths = self.split(i)
                 if not kernel.serves(tuple(fixed.values())):
                     continue
                 key = kernel.body_key(fixed, lengths) if lengths else tuple(fixed.values())
-                if not key or key in kernel.fixed or any(j[:2] == (k, key) for j in jobs):
+                if not key or key in keys:
                     continue
+                keys.add(key)
                 try:
                     jobs.append((k, key, kernel.body(fixed, lengths)))
                 except Exception:  # no body there: lib() says why
