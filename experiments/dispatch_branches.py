@@ -75,6 +75,20 @@ def keeping(mod: tvm.IRModule, kept: int) -> tvm.IRModule:
     return tvm.IRModule({"prepack": mod["prepack"], "main": new_main})
 
 
+def saved_dispatch(script: Path, workload: str, sizes: dict[str, int]) -> tuple[tvm.IRModule, list]:
+    """A dispatching function as ``dynamic_shapes.py`` saves it (gzipped or not), and the
+    [shape, dtype] of each packed weight its ``prepack`` fills (after the function's own
+    parameters)."""
+    opened = gzip.open if script.suffix == ".gz" else open
+    with opened(script, "rt") as f:
+        mod = tvm.script.from_source(f.read())
+    zoo = workloads.get(workload, seq=16, **sizes)
+    params = len(zoo.symbolic_func(["batch", "seq"], packed=True).params)
+    packed = [[[int(d) for d in p.ty.shape], str(p.ty.dtype)]
+              for p in mod["prepack"].params[params:]]
+    return mod, packed
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--script", type=Path, required=True, help="a dispatch.tvmscript")
@@ -86,13 +100,7 @@ def main() -> None:
     args = p.parse_args()
     load = start_run()
     sizes = {k: int(v) for k, v in (kv.split("=") for kv in args.sizes.split(","))}
-    opened = gzip.open if args.script.suffix == ".gz" else open
-    with opened(args.script, "rt") as f:
-        mod = tvm.script.from_source(f.read())
-    zoo = workloads.get(args.workload, seq=16, **sizes)
-    params = len(zoo.symbolic_func(["batch", "seq"], packed=True).params)  # then the packed
-    packed = [[[int(d) for d in p.ty.shape], str(p.ty.dtype)]
-              for p in mod["prepack"].params[params:]]
+    mod, packed = saved_dispatch(args.script, args.workload, sizes)
     target = dispatch_target(default_target())
     whole = tvm.compile(mod, target=target, tir_pipeline=PIPELINE).jit()
     with tvm.transform.PassContext(opt_level=3, disabled_pass=[NO_PASS]):

@@ -22,13 +22,13 @@ build/<dir>``).
 from __future__ import annotations
 
 import argparse
-import gzip
 import time
 from pathlib import Path
 
 import numpy as np
 import tvm
 from bench.report import header, markdown_table, start_run
+from dispatch_branches import saved_dispatch
 from dynamic_shapes import side_by_side
 from tvm.s_tir import meta_schedule as ms
 
@@ -66,15 +66,10 @@ def main() -> None:
     args = p.parse_args()
     load = start_run()
     sizes = {k: int(v) for k, v in (kv.split("=") for kv in args.sizes.split(","))}
-    zoo = workloads.get(args.workload, seq=16, **sizes)
-    func = zoo.symbolic_func(["batch", "seq"], packed=True)
+    func = workloads.get(args.workload, seq=16, **sizes).symbolic_func(["batch", "seq"],
+                                                                        packed=True)
     if args.script:
-        opened = gzip.open if args.script.suffix == ".gz" else open
-        with opened(args.script, "rt") as f:
-            mod = tvm.script.from_source(f.read())
-        params = len(func.params)  # then the packed weights
-        packed = [[[int(d) for d in q.ty.shape], str(q.ty.dtype)]
-                  for q in mod["prepack"].params[params:]]
+        mod, packed = saved_dispatch(args.script, args.workload, sizes)
         libs, seconds = built(mod, dispatch_target(default_target()))
         print("build s: " + ", ".join(f"{w} {s:.1f}" for w, s in seconds.items()), flush=True)
     rows = []
