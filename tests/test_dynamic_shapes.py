@@ -17,6 +17,7 @@ from scan_tir.errors import ScanLoweringError
 from scan_tir.lower.vocabulary import expected_scans, find_scans
 from scan_tir.tune import default_target
 from scan_tir.tune import dynamic_shapes as dyn
+from scan_tir.tune.progress import count_lines, records_file
 from scan_tir.tune.symbolic import replay_sized, specialize, specialize_body
 
 SIZES = {"batch": 2, "input": 16, "hidden": 32}
@@ -739,21 +740,56 @@ def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
 
 @pytest.mark.slow
 def test_each_task_selects_by_the_model_trained_on_the_tasks_before_it(tmp_path, monkeypatch):
-    """The first task's model has no record and scores at random; the second's holds the
-    first's records (a run this short never trains its own model)."""
+    """The first task's model has no record and scores at random; every later search's
+    holds every record measured before it (a run this short never trains its own)."""
     seen = []
     tune_module = dyn.tune_module
 
     def recording(mod, work_dir, trials, target, **kwargs):
-        seen.append((mod, kwargs["cost_model"].data_size))
+        seen.append((kwargs["cost_model"].data_size, count_lines(records_file(work_dir))))
         return tune_module(mod, work_dir, trials, target, **kwargs)
 
     monkeypatch.setattr(dyn, "tune_module", recording)
     tune(tmp_path, trials=4, representatives=[(1, 4), (4, 4)])
-    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
-    first = database.get_top_k(database.commit_workload(seen[0][0]), 100)
-    assert [size for _, size in seen] == [0, len(first)]
-    assert len(first) == 2
+    assert len(seen) >= 3  # both tasks, then the rest of the budget
+    assert seen[0] == (0, 0)
+    assert all(size == records for size, records in seen)
+
+
+def _committed(work_dir, func, at: dict, secs: float, count: int) -> None:
+    """``count`` records of ``func`` fixed at ``at`` (its default schedule) run in ``secs``."""
+    mod = tvm.IRModule({"main": specialize(func.with_attr("global_symbol", "main"), at)})
+    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+    sch = s_tir.Schedule(mod)
+    sch.get_sblock("cell_states")  # the default schedule: get_top_k drops an empty trace
+    for _ in range(count):
+        database.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, database.commit_workload(mod), [secs], default_target()))
+
+
+def test_the_rest_of_the_budget_follows_the_latency_each_task_stands_for(tmp_path, monkeypatch):
+    """Half the budget evenly (here already in the database), the rest by the weighted
+    latency of the instances each task stands for: batch 1 at 1 ms stands for 1 ms and
+    half of batch 2's 2 ms, batch 4 at 8 ms for 8 ms and half of batch 2's 4 ms."""
+    func = symbolic_lstm(["batch", "seq"])
+    _committed(tmp_path, func, {"batch": 1, "seq": 4}, 1e-3, 4)
+    _committed(tmp_path, func, {"batch": 4, "seq": 4}, 8e-3, 3)
+    asked = []
+    monkeypatch.setattr(
+        dyn, "tune_module", lambda mod, work_dir, trials, target, **kw: asked.append(
+            (kw["label"], trials)))
+
+    class Tuned(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Tuned
+
+    monkeypatch.setattr(dyn, "_Bench", stop)
+    with pytest.raises(Tuned):
+        dyn.dynamic(func, tmp_path, {"batch": [1, 2, 4], "seq": [4]}, trials=13,
+                    representatives=[(1, 4), (4, 4)], population=8)
+    assert asked == [("dynamic batch1_seq4", 1), ("dynamic batch4_seq4", 5)]
 
 
 @pytest.mark.slow
