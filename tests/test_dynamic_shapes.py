@@ -17,7 +17,6 @@ from scan_tir.errors import ScanLoweringError
 from scan_tir.lower.vocabulary import expected_scans, find_scans
 from scan_tir.tune import default_target
 from scan_tir.tune import dynamic_shapes as dyn
-from scan_tir.tune.progress import count_lines, records_file
 from scan_tir.tune.symbolic import replay_sized, specialize, specialize_body
 
 SIZES = {"batch": 2, "input": 16, "hidden": 32}
@@ -740,40 +739,39 @@ def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
 
 @pytest.mark.slow
 def test_each_task_selects_by_the_model_trained_on_the_tasks_before_it(tmp_path, monkeypatch):
-    """The first task's model has no record and scores at random; every later search's
-    holds every record measured before it (a run this short never trains its own)."""
+    """The first task's model has no record and scores at random; the second's holds the
+    first's records (a run this short never trains its own)."""
     seen = []
     tune_module = dyn.tune_module
 
     def recording(mod, work_dir, trials, target, **kwargs):
-        seen.append((kwargs["cost_model"].data_size, count_lines(records_file(work_dir))))
+        seen.append((mod, kwargs["cost_model"].data_size))
         return tune_module(mod, work_dir, trials, target, **kwargs)
 
     monkeypatch.setattr(dyn, "tune_module", recording)
     tune(tmp_path, trials=4, representatives=[(1, 4), (4, 4)])
-    assert len(seen) >= 3  # both tasks, then the rest of the budget
-    assert seen[0] == (0, 0)
-    assert all(size == records for size, records in seen)
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    first = database.get_top_k(database.commit_workload(seen[0][0]), 100)
+    assert [size for _, size in seen] == [0, len(first)]
+    assert len(first) == 1  # half the budget evenly, the rest to batch 4's four times the work
 
 
-def _committed(work_dir, func, at: dict, secs: float, count: int) -> None:
-    """``count`` records of ``func`` fixed at ``at`` (its default schedule) run in ``secs``."""
-    mod = tvm.IRModule({"main": specialize(func.with_attr("global_symbol", "main"), at)})
-    database = ms.database.JSONDatabase(work_dir=str(work_dir))
+def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_for(
+    tmp_path, monkeypatch
+):
+    """13 trials: 7 evenly (4 and 3), 6 by work. Batch 1's task stands for batch 1 and
+    half of batch 2 (work 2 per step), batch 4's for half of batch 2, 4 and 8 (13): one
+    trial and five. Records already there count."""
+    func = symbolic_lstm(["batch", "seq"])
+    mod = tvm.IRModule(
+        {"main": specialize(func.with_attr("global_symbol", "main"), {"batch": 1, "seq": 4})}
+    )
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
     sch = s_tir.Schedule(mod)
     sch.get_sblock("cell_states")  # the default schedule: get_top_k drops an empty trace
-    for _ in range(count):
+    for _ in range(3):
         database.commit_tuning_record(ms.database.TuningRecord(
-            sch.trace, database.commit_workload(mod), [secs], default_target()))
-
-
-def test_the_rest_of_the_budget_follows_the_latency_each_task_stands_for(tmp_path, monkeypatch):
-    """Half the budget evenly (here already in the database), the rest by the weighted
-    latency of the instances each task stands for: batch 1 at 1 ms stands for 1 ms and
-    half of batch 2's 2 ms, batch 4 at 8 ms for 8 ms and half of batch 2's 4 ms."""
-    func = symbolic_lstm(["batch", "seq"])
-    _committed(tmp_path, func, {"batch": 1, "seq": 4}, 1e-3, 4)
-    _committed(tmp_path, func, {"batch": 4, "seq": 4}, 8e-3, 3)
+            sch.trace, database.commit_workload(mod), [1e-3], default_target()))
     asked = []
     monkeypatch.setattr(
         dyn, "tune_module", lambda mod, work_dir, trials, target, **kw: asked.append(
@@ -787,9 +785,9 @@ def test_the_rest_of_the_budget_follows_the_latency_each_task_stands_for(tmp_pat
 
     monkeypatch.setattr(dyn, "_Bench", stop)
     with pytest.raises(Tuned):
-        dyn.dynamic(func, tmp_path, {"batch": [1, 2, 4], "seq": [4]}, trials=13,
+        dyn.dynamic(func, tmp_path, {"batch": [1, 2, 4, 8], "seq": [4, 16]}, trials=13,
                     representatives=[(1, 4), (4, 4)], population=8)
-    assert asked == [("dynamic batch1_seq4", 1), ("dynamic batch4_seq4", 5)]
+    assert asked == [("dynamic batch1_seq4", 5 - 3), ("dynamic batch4_seq4", 8)]
 
 
 @pytest.mark.slow

@@ -1,14 +1,17 @@
-"""Splitting a dynamic tuning's budget among its tasks by the latency each stands for.
+"""Splitting a dynamic tuning's budget among its tasks by the work each stands for.
 
 The dispatch minimises the grid's weighted latency (:func:`~scan_tir.tune.dynamic`), a sum
 in which a batch-64 instance runs many times longer than a batch-1 one: a trial that makes
 the large batches' kernel a few percent faster saves more of that sum than one spent on
 batch 1. MetaSchedule's gradient task scheduler (``GradientBased`` in TVM's
 ``s_tir/meta_schedule/task_scheduler/``, after Ansor's) gives each next round to the task
-whose weight times latency promises most; a dynamic tuning's few short tasks take the same
-rule in one step: half the budget evenly (:func:`even`), so that every task's search has
-sampled tiles for its own batch, then the rest in proportion to the weighted latency of the
-instances each task stands for, estimated from its best record so far (:func:`by_latency`).
+whose weight times latency promises most. A dynamic tuning's few short tasks take the same
+rule in one step, before any is tuned (:func:`split`): half the budget evenly, so that
+every task's search samples tiles for its own batch, and the rest in proportion to the
+weighted work of the instances each task stands for. Work, not measured latency: a second
+round per task, after a first had measured each, would pay each search's fixed cost
+(sampling and evolving its population) twice, and the two splits differ by a trial or two
+(notes.md).
 """
 
 from __future__ import annotations
@@ -19,48 +22,47 @@ from collections.abc import Mapping, Sequence
 Instance = tuple[int, ...]
 
 
+def split(
+    trials: int,
+    representatives: Sequence[Instance],
+    grid: Sequence[Instance],
+    weights: Mapping[Instance, float],
+    compared: Sequence[int],
+) -> list[int]:
+    """Each task's trials: half of ``trials`` :func:`even`, the rest :func:`by_work`."""
+    half = (trials + 1) // 2
+    first = even(half, len(representatives))
+    rest = by_work(trials - half, representatives, grid, weights, compared)
+    return [a + b for a, b in zip(first, rest)]
+
+
 def even(trials: int, tasks: int) -> list[int]:
     """``trials`` in ``tasks`` shares that differ by at most one, the larger ones first."""
     return [trials // tasks + (i < trials % tasks) for i in range(tasks)]
 
 
-def by_latency(
+def by_work(
     trials: int,
     representatives: Sequence[Instance],
     grid: Sequence[Instance],
     weights: Mapping[Instance, float],
-    best_s: Sequence[float | None],
     compared: Sequence[int],
 ) -> list[int]:
     """``trials`` split among the tasks tuned at ``representatives`` in proportion to the
-    weighted latency each stands for: every instance of ``grid`` belongs to the
+    weighted work each stands for: every instance of ``grid`` belongs to the
     representatives nearest it in the sizes ``compared`` (by ratio; a tie shares it), and
-    its latency is the task's best (``best_s``) scaled by the instance's sizes over the
-    representative's (a recurrence's work is linear in its batch and its length). A task
-    with no valid record yet (None) gets an even share, as it has no latency to weigh."""
-    tasks = len(representatives)
-    unknown = [t for t in range(tasks) if best_s[t] is None]
-    stands_for = [0.0] * tasks
+    its work is the product of its sizes (a recurrence's is linear in its batch and its
+    length)."""
+    stands_for = [0.0] * len(representatives)
     for i in grid:
-        distance = [
-            sum(abs(math.log(i[k] / r[k])) for k in compared) for r in representatives
-        ]
+        distance = [sum(abs(math.log(i[k] / r[k])) for k in compared) for r in representatives]
         nearest = [t for t, d in enumerate(distance) if math.isclose(d, min(distance))]
         for t in nearest:
-            if best_s[t] is not None:
-                scale = math.prod(i[k] / r for k, r in enumerate(representatives[t]))
-                stands_for[t] += weights[i] * best_s[t] * scale / len(nearest)
-    known = trials - trials * len(unknown) / tasks
+            stands_for[t] += weights[i] * math.prod(i) / len(nearest)
     total = sum(stands_for)
-    shares = [
-        trials / tasks
-        if best_s[t] is None
-        else known * stands_for[t] / total
-        if total > 0
-        else known / (tasks - len(unknown))
-        for t in range(tasks)
-    ]
-    return _rounded(shares, trials)
+    if total == 0:
+        return even(trials, len(representatives))
+    return _rounded([trials * s / total for s in stands_for], trials)
 
 
 def _rounded(shares: list[float], trials: int) -> list[int]:

@@ -8,11 +8,11 @@ which the step's best tiles depend. So the function is tuned at listed values of
 step's sizes at the shortest length (cheap to measure; the grid's corners where no size
 shapes the step): every other one where candidates are timed one listed value away
 (``reach=1``), as each task costs the search's fixed cost more than its trials. Half the
-budget is split evenly among the tasks, the rest by the weighted latency of the instances
+budget is split evenly among the tasks, the rest by the weighted work of the instances
 each stands for (:mod:`~scan_tir.tune.budget`): the large batches, which take most of the
 grid's time, get most of it. A task's search is too short for MetaSchedule's cost model
-to train within it, so it would measure a random draw of its samples; it selects them by the model
-trained on what the tasks before it measured
+to train within it, so it would measure a random draw of its samples; it selects them by
+the model trained on what the tasks before it measured
 (:func:`~scan_tir.tune.search.learned_model`): one function at other batches. The best
 records of each are replayed on the symbolic function
 (:func:`~scan_tir.tune.symbolic.replay_sized`, which keeps tile shapes and pads the
@@ -92,7 +92,7 @@ from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, find_scans, scan_violations
 from ..transform.pipeline import PIPELINE
 from ..transform.weight_prepack import prepack_module
-from .budget import by_latency, even
+from .budget import split
 from .dispatch import dispatch, dispatch_target, nearest_instance
 from .instance_cost import fit_latency, tile_multiples
 from .padding import accesses, padded
@@ -287,8 +287,9 @@ def dynamic(
         Per instance (a tuple in ``instances``' order of sizes); default all equal.
     trials
         The tuning budget over all representatives (records already in ``work_dir``
-        count, as with :func:`~scan_tir.tune.tune`): half evenly, then the rest by the
-        weighted latency each stands for (:func:`~scan_tir.tune.budget.by_latency`).
+        count, as with :func:`~scan_tir.tune.tune`): half evenly among the
+        representatives, the rest by the weighted work each stands for
+        (:func:`~scan_tir.tune.budget.split`).
     kernels
         At most this many schedules in the dispatching function.
     candidates
@@ -332,17 +333,25 @@ def dynamic(
     main = func.with_attr("global_symbol", "main")  # as MetaSchedule's builder and runner call it
     tasks = {_task_name(names, r): specialize(main, dict(zip(names, r))) for r in reps}
     task_mods = [tvm.IRModule({"main": task}) for task in tasks.values()]
-    first = even((trials + 1) // 2, len(tasks))  # the rest by the latency each stands for
-    model = _tuned(tasks, task_mods, first, work_dir, target, population, None)
-    compared = step or list(range(len(names)))
-    bests = _bests(work_dir, task_mods)
-    extra = by_latency(trials - sum(first), reps, grid, weights, bests, compared)
-    log(
-        "dynamic: the rest of the budget by the weighted latency each task stands for: "
-        + ", ".join(f"{name} +{more}" for name, more in zip(tasks, extra))
-    )
-    budgets = [a + b for a, b in zip(first, extra)]
-    _tuned(tasks, task_mods, budgets, work_dir, target, population, model)
+    budgets = split(trials, reps, grid, weights, step or list(range(len(names))))
+    log("dynamic: trials per task " + ", ".join(f"{n} {b}" for n, b in zip(tasks, budgets)))
+    model = None
+    have = records_of_each(Path(work_dir), task_mods)  # a run adds its own task's only
+    for name, task_mod, budget, had in zip(tasks, task_mods, budgets, have):
+        if budget > had:  # selecting by what the tasks before it measured
+            if model is None:  # trained once; each run then adds what it measures
+                Path(work_dir).mkdir(parents=True, exist_ok=True)
+                measured = ms.database.JSONDatabase(work_dir=str(work_dir))
+                model = learned_model(measured, task_mods, target)
+            tune_module(
+                task_mod,
+                Path(work_dir),
+                budget - had,
+                target,
+                label=f"dynamic {name}",
+                population=population,
+                cost_model=model,
+            )
     clock.lap("tune")
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
 
@@ -489,56 +498,6 @@ def dynamic(
         served,
         (built_for, whole),
     )
-
-
-def _tuned(
-    tasks: dict[str, tirx.PrimFunc],
-    task_mods: list[tvm.IRModule],
-    budgets: list[int],
-    work_dir: str | Path,
-    target: Target,
-    population: int,
-    model: ms.cost_model.CostModel | None,
-) -> ms.cost_model.CostModel | None:
-    """Each task tuned, in turn, until ``work_dir`` holds ``budgets`` of its records; the
-    learned model trained on what is there before the first search, then handed on: each
-    run's measure callback adds what it measures, so a task selects by all the tasks
-    before it (a run this short never trains its own)."""
-    have = records_of_each(Path(work_dir), task_mods)
-    for name, task_mod, budget, had in zip(tasks, task_mods, budgets, have):
-        if budget <= had:
-            continue
-        if model is None:
-            Path(work_dir).mkdir(parents=True, exist_ok=True)
-            measured = ms.database.JSONDatabase(work_dir=str(work_dir))
-            model = learned_model(measured, task_mods, target)
-        tune_module(
-            task_mod,
-            Path(work_dir),
-            budget - had,
-            target,
-            label=f"dynamic {name}",
-            population=population,
-            cost_model=model,
-        )
-    return model
-
-
-def _bests(work_dir: str | Path, task_mods: list[tvm.IRModule]) -> list[float | None]:
-    """Each task's best mean run time in seconds (None: no valid record)."""
-    if not Path(work_dir).exists():
-        return [None] * len(task_mods)
-    database = ms.database.JSONDatabase(work_dir=str(work_dir))
-    bests: list[float | None] = []
-    for mod in task_mods:
-        top = (
-            database.get_top_k(database.commit_workload(mod), 1)
-            if database.has_workload(mod)
-            else []
-        )
-        secs = [float(s) for s in top[0].run_secs] if top else []
-        bests.append(statistics.mean(secs) if secs and max(secs) < 1e9 else None)
-    return bests
 
 
 def _served(
