@@ -61,6 +61,7 @@ from scan_tir.db.records import repair
 from scan_tir.transform.pipeline import signature
 from scan_tir.transform.weight_prepack import prepack_module
 from scan_tir.tune import default_target, dispatch_target, dynamic
+from scan_tir.tune.budget import SPLITS
 from scan_tir.tune.symbolic import apply_best, specialize
 from scan_tir.tune.tuner import records_of, tune_module
 
@@ -77,6 +78,9 @@ def main() -> None:
                    help="instances tuned alone, comma-separated, or 'all' (every listed one)")
     p.add_argument("--per-instance-trials", type=int, default=32)
     p.add_argument("--trials", type=int, default=64, help="budget of dynamic and of single")
+    p.add_argument("--split", default="work", choices=SPLITS,
+                   help="dynamic's budget among its tasks: half evenly and the rest by the "
+                   "work each stands for, or all evenly")
     p.add_argument("--single-trials", type=int, help="single's budget, if not --trials")
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--kernels", type=int, default=4)
@@ -132,7 +136,7 @@ def main() -> None:
 
     def tuned():
         t = time.perf_counter()
-        r = dynamic(func, args.work_dir / "dynamic", grid, trials=args.trials,
+        r = dynamic(func, args.work_dir / "dynamic", grid, trials=args.trials, split_by=args.split,
                     population=args.population, kernels=args.kernels,
                     candidates=args.candidates, reach=None if args.reach < 0 else args.reach,
                     representatives=[instance(t) for t in args.tune_at.split(",") if t] or None,
@@ -141,7 +145,7 @@ def main() -> None:
         (args.work_dir / "dynamic" / "dispatch.tvmscript").write_text(
             prepack_module(r.func)[0].script())
         return r.compile(dispatch_target(default_target())).jit(), {
-            "seconds": time.perf_counter() - t, "kernels": len(r.kernels),
+            "seconds": time.perf_counter() - t, "kernels": len(r.kernels), "split": args.split,
             "packed": [[list(shape), dtype] for shape, dtype in r.packed],
             "candidates": r.candidates, "skipped": r.skipped, "phases_s": r.seconds,
             "table": {key(i): k for i, k in r.table.items()},
@@ -235,7 +239,8 @@ def main() -> None:
     print(header(load))
     print(f"{args.workload}, sizes {sizes}" + (", weights prepacked" if args.packed else "")
           + f"; grid {grid}; budget {args.trials} trials for "
-          f"dynamic, {single_trials} for single, {args.per_instance_trials} per probe, "
+          f"dynamic (split by {args.split}), {single_trials} for single, "
+          f"{args.per_instance_trials} per probe, "
           f"{shared} per instance same-budget; "
           f"population {args.population}; "
           f"tuning and choosing took " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())

@@ -53,3 +53,14 @@ def test_shares_are_whole_trials_summing_to_the_budget():
     for trials in range(0, 12):
         shares = split(trials, reps, grid, weights, [0])
         assert sum(shares) == trials and min(shares) >= 0
+
+
+def test_an_even_split_leaves_the_work_out():
+    grid = [(b, 16) for b in (1, 64)]
+    weights = dict.fromkeys(grid, 1.0)
+    assert split(112, [(1, 16), (64, 16)], grid, weights, [0], "even") == [56, 56]
+
+
+def test_an_unknown_split_is_refused_by_name():
+    with pytest.raises(ValueError, match="budget split 'latency': expected one of work, even"):
+        split(8, [(1, 16)], [(1, 16)], {(1, 16): 1.0}, [0], "latency")

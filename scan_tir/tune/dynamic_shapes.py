@@ -269,6 +269,7 @@ def dynamic(
     *,
     weights: Mapping[Instance, float] | None = None,
     trials: int = 64,
+    split_by: str = "work",
     kernels: int = 4,
     candidates: int = 2,
     reach: int | None = 1,
@@ -287,9 +288,10 @@ def dynamic(
         Per instance (a tuple in ``instances``' order of sizes); default all equal.
     trials
         The tuning budget over all representatives (records already in ``work_dir``
-        count, as with :func:`~scan_tir.tune.tune`): half evenly among the
-        representatives, the rest by the weighted work each stands for
-        (:func:`~scan_tir.tune.budget.split`).
+        count, as with :func:`~scan_tir.tune.tune`), split among the representatives.
+    split_by
+        ``"work"``: half evenly, the rest by the weighted work each representative
+        stands for; ``"even"``: all evenly (:func:`~scan_tir.tune.budget.split`).
     kernels
         At most this many schedules in the dispatching function.
     candidates
@@ -333,7 +335,7 @@ def dynamic(
     main = func.with_attr("global_symbol", "main")  # as MetaSchedule's builder and runner call it
     tasks = {_task_name(names, r): specialize(main, dict(zip(names, r))) for r in reps}
     task_mods = [tvm.IRModule({"main": task}) for task in tasks.values()]
-    budgets = split(trials, reps, grid, weights, step or list(range(len(names))))
+    budgets = split(trials, reps, grid, weights, step or list(range(len(names))), split_by)
     log("dynamic: trials per task " + ", ".join(f"{n} {b}" for n, b in zip(tasks, budgets)))
     model = None
     have = records_of_each(Path(work_dir), task_mods)  # a run adds its own task's only
