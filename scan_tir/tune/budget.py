@@ -8,13 +8,15 @@ batch 1. MetaSchedule's gradient task scheduler (``GradientBased`` in TVM's
 whose weight times latency promises most. A dynamic tuning's few short tasks take the same
 rule in one step, before any is tuned (:func:`split`): half the budget evenly, so that
 every task's search samples tiles for its own batch, and the rest in proportion to the
-weighted work of the instances each task stands for. The weighted latency is not the only
-aim: issue 17's targets are a ratio at every instance, which a batch-1 kernel found in
-fewer trials can miss while the sum gains, so ``"even"`` (every task the same share) stays
-a choice beside ``"work"``, measured side by side in notes.md. Work, not measured latency: a second
+weighted work of the instances each task stands for. Work, not measured latency: a second
 round per task, after a first had measured each, would pay each search's fixed cost
 (sampling and evolving its population) twice, and the two splits differ by a trial or two
 (notes.md).
+
+The weighted latency is not the only aim: a ratio at every instance, which a batch-1
+kernel found in fewer trials can miss while the sum gains, is another; so an even split
+(every task the same share) stays a choice beside it, the two measured side by side in
+notes.md.
 """
 
 from __future__ import annotations
