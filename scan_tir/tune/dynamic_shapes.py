@@ -154,6 +154,11 @@ class Dynamic:
     served_ms: dict[Instance, float] = field(default_factory=dict)
     # the target the function was built for while choosing, and that build
     built: tuple[Target, tvm.runtime.Executable] | None = None
+    # instance -> the kernel whose generic build serves the shapes off the listed step
+    # sizes that round up to it (:func:`_fallbacks`); a kernel in neither this nor
+    # ``unfixed`` has no generic body in ``func`` (:func:`~scan_tir.tune.dispatch.dispatch`
+    # leaves out a body no shape reaches)
+    generic: dict[Instance, int] = field(default_factory=dict)
 
     def compile(self, target: Target | None = None) -> tvm.runtime.Executable:
         """The dispatching function built as ``main`` for ``target`` (default: this
@@ -499,6 +504,7 @@ def dynamic(
         {i: picked[k].body_key(*bench.split(i)) for i, k in table.items()},
         served,
         (built_for, whole),
+        anywhere,
     )
 
 
