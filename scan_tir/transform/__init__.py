@@ -6,9 +6,9 @@ dispatches among kernels, each packing its own way) and ``pad_rows`` (a product 
 out of a scan computed over whole tiles at a symbolic length), and ``PersistentLaunch`` with the TIR
 pipeline ``PIPELINE`` every scan-tir build uses (a time loop run inside one thread-pool
 launch, a barrier per nest; functions that StorageRewrite could merge unsafely,
-``merged_unsafely``, lowered without it), which starts with ``ConcurrentLanes`` (independent scans
-side by side, a thread each), ``PipelinedScans`` (a stacked layer a chunk of steps
-behind the one that feeds it, a thread each) and ``BoundTileBuffers`` (a tile's own
+``merged_unsafely``, lowered with its reuse off), which starts with ``ConcurrentLanes``
+(independent scans side by side, a thread each), ``PipelinedScans`` (a stacked layer a chunk of
+steps behind the one that feeds it, a thread each) and ``BoundTileBuffers`` (a tile's own
 buffers sized by the tile at a symbolic size, which TVM 0.27 sizes INT_MAX), and ends
 with ``InlineVectorIndices`` (the lane offsets TVM's CSE binds above a parallel launch,
 where LLVM loses them, put back in each access). Fast

@@ -11,7 +11,7 @@ the smallest listed instance at or above it in every size (the largest beyond th
 so shapes between and beyond the instances are served by a schedule tuned for a shape
 no smaller than theirs.
 
-The build's pipeline lowers the function without TVM's StorageRewrite
+The build's pipeline lowers the function with TVM's StorageRewrite reusing no memory
 (:func:`~scan_tir.transform.pipeline.merged_unsafely`): its branches' allocations merged
 into one would be sized with an int32 count of bits that overflows.
 
