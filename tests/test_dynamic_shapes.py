@@ -296,25 +296,31 @@ def test_a_modules_first_lookup_is_not_timed():
 
 def test_the_whole_dispatching_function_is_checked_and_timed_at_every_instance(monkeypatch):
     """The function built whole, not only its kernels built alone: a checking run near the
-    figure its kernel was chosen by is its figure; one slower gets it timed, and still
-    slower is logged, naming the instance; wrong raises."""
+    figure its kernel was chosen by is its figure; one slower gets a second call, and
+    where that is slower too it is timed, and still slower is logged, naming the
+    instance; wrong, at either call, raises."""
     logged, timed = [], []
     monkeypatch.setattr(dyn, "log", logged.append)
     latency = {(1,): 0.9, (2,): 2.0, (3,): 1.0}
-    checking = {(1,): 1.0, (2,): 9.0, (3,): 9.0}  # (3,): a slow first run only
-    medians = {(2,): 2.0 * dyn.SLOWER + 0.1, (3,): 1.05}
+    calls = {(1,): [1.0], (2,): [9.0, 8.0], (3,): [9.0, 1.1]}  # (3,): a slow first call only
+    medians = {(2,): 2.0 * dyn.SLOWER + 0.1}
 
     def median_ms(lib, i):
         timed.append(i)
         return medians[i]
 
-    bench = SimpleNamespace(check=lambda lib, i: checking[i], median_ms=median_ms)
+    bench = SimpleNamespace(check=lambda lib, i: calls[i].pop(0), median_ms=median_ms)
     served = dyn._served(None, [(1,), (2,), (3,)], latency, bench)
-    assert served == {(1,): 1.0, **medians} and timed == [(2,), (3,)]
+    assert served == {(1,): 1.0, **medians, (3,): 1.1} and timed == [(2,)]
+    assert not any(calls.values())  # each call taken, none more
     assert len(logged) == 1 and "at (2,)" in logged[0]
     bench.check = lambda lib, i: 0.0 if i == (2,) else 0.5
     with pytest.raises(ScanLoweringError, match=r"wrong at \(2,\)"):
         dyn._served(None, [(1,), (2,), (3,)], latency, bench)
+    calls[(1,)] = [9.0, 0.0]  # right at its first call, wrong at its second
+    bench.check = lambda lib, i: calls[i].pop(0)
+    with pytest.raises(ScanLoweringError, match=r"wrong at \(1,\)"):
+        dyn._served(None, [(1,)], latency, bench)
 
 
 def test_a_kernel_wrong_at_one_instance_is_not_used_there():

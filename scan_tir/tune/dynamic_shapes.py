@@ -512,16 +512,22 @@ def _served(
     lib: _Built, grid: list[Instance], latency: dict[Instance, float], bench: _Bench
 ) -> dict[Instance, float]:
     """The dispatching function, built whole, checked at every listed instance: its ms
-    there (the checking run's, or its median where that run was over :data:`SLOWER`
-    times the figure its kernel was chosen by). Its kernels were chosen by builds of
+    there (the checking run's; where that run was over :data:`SLOWER` times the figure
+    its kernel was chosen by, the faster of it and a second call, as a first call
+    overstates; where that one is too, its median). Its kernels were chosen by builds of
     each alone, and a whole function is another build: TVM's CSE once hoisted one
     branch's vector indices out of its parallel launch for another's sake
-    (:mod:`~scan_tir.transform.vector_indices`), and LLVM promotes fewer accumulators in
-    a large function (:func:`~scan_tir.tune.dispatch.dispatch_target`). A wrong result
+    (:mod:`~scan_tir.transform.vector_indices`), LLVM promotes fewer accumulators in a
+    large function (:func:`~scan_tir.tune.dispatch.dispatch_target`), and a function
+    lowered without StorageRewrite keeps its accumulators arrays of scalars
+    (:mod:`~scan_tir.transform.pipeline`: now it keeps the pass, reuse off). A wrong result
     raises; a median still over ``SLOWER`` times the chosen figure is logged."""
     served = {}
     for i in grid:
         ran = bench.check(lib, i)
+        if ran > SLOWER * latency[i]:
+            again = bench.check(lib, i)
+            ran = again and min(ran, again)
         if not ran:
             raise ScanLoweringError(
                 f"dynamic: the dispatching function built whole is wrong at {i}, where the "
