@@ -64,10 +64,11 @@ def _numpy(nonlinearity: str) -> Callable[..., Arrays]:
     def numpy(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
         """The recurrence step by step in float64."""
         xw = xs.astype("float64") @ wi.T.astype("float64") + bi
+        wht = wh.T.astype("float64")
         h = np.zeros((xs.shape[1], wh.shape[0]))
         hs = []
         for t in range(xs.shape[0]):
-            h = act(xw[t] + h @ wh.T.astype("float64") + bh)
+            h = act(xw[t] + h @ wht + bh)
             hs.append(h)
         return [np.stack(hs)]
 

@@ -77,10 +77,11 @@ def numpy(xs, wi, wh, bi, bh, **_sizes: int) -> Arrays:
     """The GRU step by step in float64 (the formulas of ``nn.GRU``'s documentation)."""
     xw = xs.astype("float64") @ wi.T.astype("float64") + bi
     hidden = wh.shape[1]
+    wht = wh.T.astype("float64")
     h = np.zeros((xs.shape[1], hidden))
     hs = []
     for t in range(xs.shape[0]):
-        hw = h @ wh.T.astype("float64") + bh
+        hw = h @ wht + bh
         r, z, n = (slice(g * hidden, (g + 1) * hidden) for g in range(3))
         rt = sigmoid(xw[t, :, r] + hw[:, r])
         zt = sigmoid(xw[t, :, z] + hw[:, z])
