@@ -520,7 +520,7 @@ def _served(
     (:mod:`~scan_tir.transform.vector_indices`), LLVM promotes fewer accumulators in a
     large function (:func:`~scan_tir.tune.dispatch.dispatch_target`), and a function
     lowered without StorageRewrite keeps its accumulators arrays of scalars
-    (:mod:`~scan_tir.transform.pipeline`: now it keeps the pass, reuse off). A wrong result
+    (:mod:`~scan_tir.transform.pipeline`). A wrong result
     raises; a median still over ``SLOWER`` times the chosen figure is logged."""
     served = {}
     for i in grid:
