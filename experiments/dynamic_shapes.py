@@ -78,9 +78,9 @@ def main() -> None:
                    help="instances tuned alone, comma-separated, or 'all' (every listed one)")
     p.add_argument("--per-instance-trials", type=int, default=32)
     p.add_argument("--trials", type=int, default=64, help="budget of dynamic and of single")
-    p.add_argument("--split", default="work", choices=SPLITS,
-                   help="dynamic's budget among its tasks: half evenly and the rest by the "
-                   "work each stands for, or all evenly")
+    p.add_argument("--split", default="even", choices=SPLITS,
+                   help="dynamic's budget among its tasks: all evenly, or half evenly and "
+                   "the rest by the work each stands for")
     p.add_argument("--single-trials", type=int, help="single's budget, if not --trials")
     p.add_argument("--population", type=int, default=512)
     p.add_argument("--kernels", type=int, default=4)

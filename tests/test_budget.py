@@ -1,10 +1,11 @@
-"""scan_tir.tune.budget: a dynamic tuning's budget split by the work each task stands for."""
+"""scan_tir.tune.budget: a dynamic tuning's budget split evenly or by the work each task
+stands for."""
 
 from __future__ import annotations
 
 import pytest
 
-from scan_tir.tune.budget import by_work, even, split
+from scan_tir.tune.budget import SPLITS, by_work, even, split
 
 
 @pytest.mark.parametrize(
@@ -43,24 +44,25 @@ def test_sizes_not_compared_scale_the_work_but_pick_no_task():
 def test_half_evenly_then_the_rest_by_work():
     grid = [(b, 16) for b in (1, 64)]
     weights = dict.fromkeys(grid, 1.0)
-    assert split(112, [(1, 16), (64, 16)], grid, weights, [0]) == [28 + 1, 28 + 55]
+    assert split(112, [(1, 16), (64, 16)], grid, weights, [0], "work") == [28 + 1, 28 + 55]
 
 
 def test_shares_are_whole_trials_summing_to_the_budget():
     grid = [(b, 16) for b in (1, 2, 3, 5, 8)]
     weights = dict.fromkeys(grid, 1.0)
     reps = [(1, 16), (3, 16), (8, 16)]
-    for trials in range(0, 12):
-        shares = split(trials, reps, grid, weights, [0])
-        assert sum(shares) == trials and min(shares) >= 0
+    for how in SPLITS:
+        for trials in range(0, 12):
+            shares = split(trials, reps, grid, weights, [0], how)
+            assert sum(shares) == trials and min(shares) >= 0
 
 
 def test_an_even_split_leaves_the_work_out():
     grid = [(b, 16) for b in (1, 64)]
     weights = dict.fromkeys(grid, 1.0)
-    assert split(112, [(1, 16), (64, 16)], grid, weights, [0], "even") == [56, 56]
+    assert split(112, [(1, 16), (64, 16)], grid, weights, [0]) == [56, 56]  # the default
 
 
 def test_an_unknown_split_is_refused_by_name():
-    with pytest.raises(ValueError, match="budget split 'latency': expected one of work, even"):
+    with pytest.raises(ValueError, match="budget split 'latency': expected one of even, work"):
         split(8, [(1, 16)], [(1, 16)], {(1, 16): 1.0}, [0], "latency")

@@ -10,6 +10,7 @@ import pytest
 import tvm
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
+from tvm.script import tirx as T
 from util import compile_func, outputs
 
 from scan_tir import scan_space, workloads
@@ -248,7 +249,7 @@ def test_a_kernel_far_slower_than_the_best_is_timed_once():
         def __getitem__(self, name):
             return lambda *args: time.sleep(self.seconds)
 
-        def time_evaluator(self, name, dev, repeat, min_repeat_ms):
+        def time_evaluator(self, name, dev, number, repeat, min_repeat_ms):
             def timer(*args):
                 self.timed += 1
                 return SimpleNamespace(results=[self.seconds] * repeat)
@@ -262,6 +263,28 @@ def test_a_kernel_far_slower_than_the_best_is_timed_once():
         ms = bench.time(dyn._Kernel(None, dyn._Built(lib, []), "k", {}), (1,), best * 1e3)
         assert lib.timed == timed, (seconds, best)
         assert ms >= seconds * 1e3
+
+
+def test_a_timing_run_is_one_call_where_one_call_takes_20_ms():
+    """A timing is ``repeat`` runs of at least 20 ms each, as MetaSchedule's runner times
+    the records: where one call takes that long, a run is one call (TVM's evaluator
+    makes it 10 calls unless told, and a timing at the longest instances tens of
+    seconds). The kernel counts its calls: a chain of dependent multiply-adds, at least
+    tens of ms on any machine, then one more in ``calls``."""
+
+    @T.prim_func
+    def main(calls: T.Buffer((1,), "float32"), x: T.Buffer((2,), "float32")):
+        calls[0] = calls[0] + T.float32(1)
+        for _ in range(100_000_000):
+            x[0] = x[0] * x[1] + T.float32(1)
+
+    lib = tvm.compile(tvm.IRModule({"main": main}), target="llvm").jit()
+    bench = dyn._Bench.__new__(dyn._Bench)
+    bench.repeat = 3
+    tensors = [tvm.runtime.tensor(np.zeros(1, "float32")),
+               tvm.runtime.tensor(np.array([0.0, 0.5], "float32"))]
+    assert bench.median_ms(dyn._Built(lib, []), (1,), tensors) >= 20
+    assert tensors[0].numpy()[0] == 1 + bench.repeat  # the evaluator's first call untimed
 
 
 def test_a_modules_first_lookup_is_not_timed():
@@ -279,7 +302,7 @@ def test_a_modules_first_lookup_is_not_timed():
                 self.generated = True
             return lambda *args: time.sleep(0.002)
 
-        def time_evaluator(self, name, dev, repeat, min_repeat_ms):
+        def time_evaluator(self, name, dev, number, repeat, min_repeat_ms):
             def timer(*args):
                 self.timed += 1
                 return SimpleNamespace(results=[0.002] * repeat)
@@ -765,7 +788,7 @@ def test_each_task_selects_by_the_model_trained_on_the_tasks_before_it(tmp_path,
     database = ms.database.JSONDatabase(work_dir=str(tmp_path))
     first = database.get_top_k(database.commit_workload(seen[0][0]), 100)
     assert [size for _, size in seen] == [0, len(first)]
-    assert len(first) == 1  # half the budget evenly, the rest to batch 4's four times the work
+    assert len(first) == 2  # the budget split evenly
 
 
 def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_for(
@@ -798,7 +821,7 @@ def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_f
     monkeypatch.setattr(dyn, "_Bench", stop)
     with pytest.raises(Tuned):
         dyn.dynamic(func, tmp_path, {"batch": [1, 2, 4, 8], "seq": [4, 16]}, trials=13,
-                    representatives=[(1, 4), (4, 4)], population=8)
+                    split_by="work", representatives=[(1, 4), (4, 4)], population=8)
     assert asked == [("dynamic batch1_seq4", 5 - 3), ("dynamic batch4_seq4", 8)]
 
 

@@ -99,9 +99,10 @@ def max_error(got: list[np.ndarray], c: Case) -> float:
 
 
 def latency_ms(lib: tvm.runtime.Module, args: list[np.ndarray], repeat: int = 5) -> float:
-    """Median ms per call, with TVM's time_evaluator (about 0.1 s per repeat)."""
+    """Median ms per call, with TVM's time_evaluator (about 0.1 s per repeat: as many
+    calls as fill it, from one; its default starts at 10)."""
     tensors = [tvm.runtime.tensor(a.copy()) for a in args]
-    timer = lib.time_evaluator("main", tvm.cpu(), repeat=repeat, min_repeat_ms=100)
+    timer = lib.time_evaluator("main", tvm.cpu(), number=1, repeat=repeat, min_repeat_ms=100)
     return float(np.median(timer(*tensors).results)) * 1e3
 
 

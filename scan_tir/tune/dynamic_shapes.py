@@ -274,7 +274,7 @@ def dynamic(
     *,
     weights: Mapping[Instance, float] | None = None,
     trials: int = 64,
-    split_by: str = "work",
+    split_by: str = "even",
     kernels: int = 4,
     candidates: int = 2,
     reach: int | None = 1,
@@ -295,8 +295,8 @@ def dynamic(
         The tuning budget over all representatives (records already in ``work_dir``
         count, as with :func:`~scan_tir.tune.tune`), split among the representatives.
     split_by
-        ``"work"``: half evenly, the rest by the weighted work each representative
-        stands for; ``"even"``: all evenly (:func:`~scan_tir.tune.budget.split`).
+        ``"even"``: every representative the same share; ``"work"``: half evenly, the
+        rest by the weighted work each stands for (:func:`~scan_tir.tune.budget.split`).
     kernels
         At most this many schedules in the dispatching function.
     candidates
@@ -1057,9 +1057,14 @@ class _Bench:
 
     def median_ms(self, lib: _Built, instance: Instance, tensors: list | None = None) -> float:
         """Median ms of ``repeat`` runs of at least 20 ms each of any build at
-        ``instance``."""
+        ``instance``: a run is one call where one call takes that long, as MetaSchedule's
+        runner times the records (:func:`~scan_tir.tune.measure.local_runner`);
+        ``time_evaluator``'s default of 10 calls a run makes a timing at the longest
+        instances tens of seconds."""
         tensors = tensors if tensors is not None else lib.args(self.case(instance)[0])
-        timer = lib.module.time_evaluator("main", tvm.cpu(), repeat=self.repeat, min_repeat_ms=20)
+        timer = lib.module.time_evaluator(
+            "main", tvm.cpu(), number=1, repeat=self.repeat, min_repeat_ms=20
+        )
         return statistics.median(timer(*tensors).results) * 1e3
 
 
