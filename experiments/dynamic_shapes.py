@@ -78,7 +78,7 @@ def main() -> None:
                    help="instances tuned alone, comma-separated, or 'all' (every listed one)")
     p.add_argument("--per-instance-trials", type=int, default=32)
     p.add_argument("--trials", type=int, default=64, help="budget of dynamic and of single")
-    p.add_argument("--split", default="even", choices=SPLITS,
+    p.add_argument("--split", default=SPLITS[0], choices=SPLITS,
                    help="dynamic's budget among its tasks: all evenly, or half evenly and "
                    "the rest by the work each stands for")
     p.add_argument("--single-trials", type=int, help="single's budget, if not --trials")

@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 Instance = tuple[int, ...]
-SPLITS = ("even", "work")
+SPLITS = ("even", "work")  # the first is the default
 
 
 def split(
@@ -37,7 +37,7 @@ def split(
     grid: Sequence[Instance],
     weights: Mapping[Instance, float],
     compared: Sequence[int],
-    how: str = "even",
+    how: str = SPLITS[0],
 ) -> list[int]:
     """Each task's trials. ``how`` is one of :data:`SPLITS`: ``"even"``, all of
     ``trials`` :func:`even`; ``"work"``, half of it even and the rest :func:`by_work`."""

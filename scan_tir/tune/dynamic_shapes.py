@@ -92,7 +92,7 @@ from ..errors import ScanLoweringError
 from ..lower.vocabulary import expected_scans, find_scans, scan_violations
 from ..transform.pipeline import PIPELINE
 from ..transform.weight_prepack import prepack_module
-from .budget import split
+from .budget import SPLITS, split
 from .dispatch import dispatch, dispatch_target, nearest_instance
 from .instance_cost import fit_latency, tile_multiples
 from .padding import accesses, padded
@@ -274,7 +274,7 @@ def dynamic(
     *,
     weights: Mapping[Instance, float] | None = None,
     trials: int = 64,
-    split_by: str = "even",
+    split_by: str = SPLITS[0],
     kernels: int = 4,
     candidates: int = 2,
     reach: int | None = 1,
