@@ -5,11 +5,11 @@ A zoo recurrence (``--workload``: topi's LSTM by default, or the GRU of config E
 ``seq`` (and, with ``--batches``, ``batch``) symbolic, tuned three ways:
 
 - dynamic: :func:`scan_tir.tune.dynamic` over the grid (tuned at every listed batch at
-  the shortest length, or at the corners with the length alone symbolic, each with its
-  share of ``--trials``; the best ``--candidates`` of each timed at the two shortest lengths
-  of their batch and the ``--reach`` nearest listed batches, and predicted at
-  the others, unless ``--time-everywhere``; at most ``--kernels`` chosen, one function
-  dispatching by shape);
+  the shortest length where it has ``ROWS`` rows, or at the corners with the length
+  alone symbolic, each with its share of ``--trials``; the best ``--candidates`` of each
+  timed at the two shortest lengths of their batch and the ``--reach`` nearest listed
+  batches, and predicted at the others, unless ``--time-everywhere``; at most
+  ``--kernels`` chosen, one function dispatching by shape);
 - single: today's way, the function tuned at one shape (``--single-at``, ``--trials``)
   and its best schedule replayed on the symbolic function (``apply_best``);
 - per-instance (``--per-instance``): the fixed-shape function tuned at that instance
@@ -87,7 +87,8 @@ def main() -> None:
     p.add_argument("--candidates", type=int, default=2, help="best records per batch timed")
     p.add_argument("--tune-at", default="",
                    help="instances dynamic tunes at, comma-separated (default: every "
-                        "(reach + 1)-th listed batch, ends included, at the shortest length)")
+                        "(reach + 1)-th listed batch, ends included, at the shortest length "
+                        "where it has ROWS (64) rows)")
     p.add_argument("--reach", type=int, default=1,
                    help="listed batches on either side of its own a candidate is timed at "
                         "(-1: all)")

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import tvm
+import tvm_ffi
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
@@ -352,6 +353,8 @@ def test_a_kernel_wrong_at_one_instance_is_not_used_there():
     small, large = (1,), (2,)
 
     class Bench:
+        step = [0]
+
         def right(self, kernel, instance):
             wrong = kernel.where == "fast" and instance == large
             return 0.0 if wrong else kernel.estimate[instance]  # as predicted
@@ -383,19 +386,22 @@ def test_bad_instances_are_refused_before_tuning(tmp_path, instances, message):
 
 
 def test_the_batch_shapes_the_step_and_the_length_only_repeats_it():
-    """Tuned at every listed batch at the shortest length, timed at the two shortest
-    lengths; a function of symbolic length alone is tuned and timed at its corners."""
+    """Tuned at every listed batch at the shortest length where it has ROWS rows, timed
+    at the two shortest lengths; a function of symbolic length alone is tuned and timed
+    at its corners."""
     names, grid = ["batch", "seq"], {"batch": [4, 1, 2], "seq": [256, 16, 64]}
     step = dyn._step_sizes(symbolic_lstm(names), names)
-    assert step == [0]
-    assert dyn._representatives(grid, names, step, 0) == [(1, 16), (2, 16), (4, 16)]
-    assert dyn._representatives(grid, names, step, 1) == [(1, 16), (4, 16)]
+    assert step == [0] and dyn.ROWS == 64
+    assert dyn._representatives(grid, names, step, 0) == [(1, 64), (2, 64), (4, 16)]
+    assert dyn._representatives(grid, names, step, 1) == [(1, 64), (4, 16)]
     batches = {"batch": [1, 2, 4, 8, 16, 32, 64], "seq": [16, 64]}  # every listed batch
     assert dyn._representatives(batches, names, step, 1) == [  # within one of a tuned one
-        (1, 16), (4, 16), (16, 16), (64, 16)]
+        (1, 64), (4, 16), (16, 16), (64, 16)]
     batches["batch"].remove(64)  # the largest is tuned, whatever the stride
     assert dyn._representatives(batches, names, step, 1) == [
-        (1, 16), (4, 16), (16, 16), (32, 16)]
+        (1, 64), (4, 16), (16, 16), (32, 16)]
+    short = {"batch": [1, 4], "seq": [4, 32]}  # no length gives batch 1 ROWS: the longest
+    assert dyn._representatives(short, names, step, 1) == [(1, 32), (4, 32)]
     assert dyn._timed_at(grid, names, step) == [
         (1, 16), (1, 64), (2, 16), (2, 64), (4, 16), (4, 64)]
     assert dyn._step_sizes(symbolic_lstm(["seq"]), ["seq"]) == []
@@ -568,6 +574,7 @@ def test_uncovered_instances_are_timed_and_checking_runs_are_not_figures():
     near, cold, mid, far = (1, 16), (2, 64), (4, 256), (8, 1024)
 
     class Bench:
+        step = [0]
         ran = {near: [1.0], cold: [12.0, 4.1], mid: [1.2 * dyn.RACE_MS], far: [2 * dyn.RACE_MS]}
         timed = []
 
@@ -605,6 +612,7 @@ def test_a_checking_run_off_the_prediction_is_timed_and_the_choice_made_again():
     short, long = (2, 16), (2, 256)
 
     class Bench:
+        step = [0]
         ran = {("A", long): 30.0, ("B", long): 14.5}
         timed = []
 
@@ -691,6 +699,29 @@ def test_chosen_kernels_the_model_puts_near_each_other_are_timed_there():
     assert a.estimate[long] == a.measured[long] == 30.0 and b.measured[long] == 20.0
 
 
+def test_kernels_not_chosen_near_the_serving_one_are_timed_at_the_longest_length():
+    """A and B, two records of one task, are the model's near ties everywhere; A, a
+    little faster at the short length, is chosen. At the longest length, where the model
+    extrapolates farthest, B (within SUSPECT of A) is checked and timed, and A too: B is
+    the faster there, so B is chosen. C, far slower, the middle length, where the model
+    interpolates nearer its timings, and batch 2's longest, where a run takes RACE_MS
+    or more, are not timed."""
+    short, mid, long, big = (1, 16), (1, 256), (1, 1024), (2, 1024)
+    slow = dyn.RACE_MS * 1.5
+    figures = {"A": (1.0, 15.0, 60.0, slow), "B": (1.02, 15.2, 62.0, slow * 1.02),
+               "C": (2.0, 31.0, 128.0, slow * 2)}
+    calls = {(k, i): f * (1.01 if i == long else 1.0) for k, fs in figures.items()
+             for i, f in zip((short, mid, long, big), fs)}
+    bench = _Retiming({("A", long): [66.0], ("B", long): [60.0]}, calls)
+    a, b, c = (dyn._Kernel(None, object(), k, dict(zip((short, mid, long, big), fs)),
+                           measured={short: fs[0]}) for k, fs in figures.items())
+    grid = [short, mid, long, big]
+    chosen = dyn._checked_choice([a, b, c], grid, dict.fromkeys(grid, 1), 1, bench, [])
+    assert chosen == [1] and bench.timed == [("A", long), ("B", long)]
+    assert b.estimate[long] == b.measured[long] == 60.0 and mid not in b.measured
+    assert long not in c.measured and big not in a.measured | b.measured
+
+
 @pytest.mark.parametrize("ratio, above", [(0.4, 4), (0.65, 5), (0.7, None)])
 def test_batches_past_the_largest_run_in_chunks_where_chunks_beat_the_generic_build(
     monkeypatch, ratio, above
@@ -774,21 +805,26 @@ def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
 
 @pytest.mark.slow
 def test_each_task_selects_by_the_model_trained_on_the_tasks_before_it(tmp_path, monkeypatch):
-    """The first task's model has no record and scores at random; the second's holds the
-    first's records (a run this short never trains its own)."""
+    """The first run's model has no record and scores at random; each later one holds
+    every record measured before it (a run this short never trains its own). The
+    smallest batch's task is tuned in two halves, first and last."""
     seen = []
     tune_module = dyn.tune_module
 
     def recording(mod, work_dir, trials, target, **kwargs):
-        seen.append((mod, kwargs["cost_model"].data_size))
+        seen.append((mod, trials, kwargs["cost_model"].data_size))
         return tune_module(mod, work_dir, trials, target, **kwargs)
 
     monkeypatch.setattr(dyn, "tune_module", recording)
-    tune(tmp_path, trials=4, representatives=[(1, 4), (4, 4)])
+    tune(tmp_path, trials=8, representatives=[(4, 4), (1, 4)])
     database = ms.database.JSONDatabase(work_dir=str(tmp_path))
-    first = database.get_top_k(database.commit_workload(seen[0][0]), 100)
-    assert [size for _, size in seen] == [0, len(first)]
-    assert len(first) == 2  # the budget split evenly
+    batch_1 = database.commit_workload(seen[0][0])
+    assert len(database.get_top_k(batch_1, 100)) == 4  # the budget split evenly
+    assert [(trials, size) for _, trials, size in seen] == [(2, 0), (4, 2), (2, 6)]
+    assert seen[2][0] is seen[0][0] and seen[1][0] is not seen[0][0]
+    batch_4 = specialize(symbolic_lstm(["batch", "seq"]), {"batch": 4, "seq": 4})
+    assert tvm_ffi.structural_equal(
+        seen[1][0]["main"].without_attr("global_symbol"), batch_4.without_attr("global_symbol"))
 
 
 def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_for(
@@ -822,7 +858,8 @@ def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_f
     with pytest.raises(Tuned):
         dyn.dynamic(func, tmp_path, {"batch": [1, 2, 4, 8], "seq": [4, 16]}, trials=13,
                     split_by="work", representatives=[(1, 4), (4, 4)], population=8)
-    assert asked == [("dynamic batch1_seq4", 5 - 3), ("dynamic batch4_seq4", 8)]
+    # batch 1's first half (3 of 5) is there already; its second half comes last
+    assert asked == [("dynamic batch4_seq4", 8), ("dynamic batch1_seq4", 5 - 3)]
 
 
 @pytest.mark.slow

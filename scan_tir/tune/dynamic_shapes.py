@@ -5,15 +5,18 @@ shape. DietCode (MLSys 2022) tunes once for a set of shape instances and dispatc
 a few kernels at run time. A recurrence's sizes are of two kinds: a length, which only
 repeats the step (the serial time loop), and sizes that shape the step (a batch), on
 which the step's best tiles depend. So the function is tuned at listed values of the
-step's sizes at the shortest length (cheap to measure; the grid's corners where no size
-shapes the step): every other one where candidates are timed one listed value away
-(``reach=1``), as each task costs the search's fixed cost more than its trials. Half the
+step's sizes at the shortest length where the task has ``ROWS`` rows (cheap to measure;
+the grid's corners where no size shapes the step): every other one where candidates are
+timed one listed value away (``reach=1``), as each task costs the search's fixed cost
+more than its trials. Half the
 budget is split evenly among the tasks, the rest by the weighted work of the instances
 each stands for (:mod:`~scan_tir.tune.budget`): the large batches, which take most of the
 grid's time, get most of it. A task's search is too short for MetaSchedule's cost model
 to train within it, so it would measure a random draw of its samples; it selects them by
 the model trained on what the tasks before it measured
-(:func:`~scan_tir.tune.search.learned_model`): one function at other batches. The best
+(:func:`~scan_tir.tune.search.learned_model`): one function at other batches. The
+smallest batch's task, whose records spread the widest, is tuned in two halves, first
+and last: the second selected by the model all the others trained. The best
 records of each are replayed on the symbolic function
 (:func:`~scan_tir.tune.symbolic.replay_sized`, which keeps tile shapes and pads the
 hoisted product) and built, generic and with the body fixed at the step sizes near the
@@ -34,7 +37,8 @@ most ``kernels`` are chosen greedily by weighted latency (a step size none of th
 timed at gets them timed there); each is then checked at every instance, and where its
 checking run is far off the prediction (``SUSPECT``), and a second call too, the kernel
 is timed there and the choice made again; so are chosen kernels whose figures at an
-instance the model puts within that factor of each other, as it cannot tell them apart:
+instance the model puts within that factor of each other, as it cannot tell them apart,
+and, at the longest lengths, kernels not chosen within that factor of the one serving:
 the table of which kernel serves which instance rests on measurements at long lengths
 too. A candidate's builds are made with the others', one per core, before any is
 timed. A checking run is never a figure itself: it is a module's first call at that
@@ -118,6 +122,11 @@ SUSPECT = 1.25
 #: factor over the figure its kernel was chosen by there is reported: its branch was
 #: built otherwise than the kernel alone (a build defect, not a wrong choice).
 SLOWER = 1.25
+#: A task is tuned at the shortest listed length where it has this many rows (the
+#: product of its sizes, a hoisted input product's rows): batch 1 at 16 steps tiles a
+#: 16-row product no longer length runs, and its records were slower at every length,
+#: 16 steps included, than ones tuned at 64 steps or more (notes.md).
+ROWS = 64
 #: Builds at a time while choosing (one per core; nothing is timed meanwhile).
 BUILDS = os.cpu_count() or 1
 
@@ -306,9 +315,9 @@ def dynamic(
         this many places from its representative's, on either side (None: at all).
     representatives
         Instances tuned at; default every ``reach + 1``-th listed value of the step's
-        sizes (the smallest and largest included) at the shortest length, so that every
-        listed value is within ``reach`` of a tuned one (the grid's corners where no
-        size shapes the step).
+        sizes (the smallest and largest included), so that every listed value is within
+        ``reach`` of a tuned one, each at the shortest listed length where it has
+        ``ROWS`` rows (the grid's corners where no size shapes the step).
     predict
         Time each candidate at the two shortest lengths only (the grid's corners where
         no size shapes the step) and at its own representative, and predict the other
@@ -344,21 +353,23 @@ def dynamic(
     log("dynamic: trials per task " + ", ".join(f"{n} {b}" for n, b in zip(tasks, budgets)))
     model = None
     have = records_of_each(Path(work_dir), task_mods)  # a run adds its own task's only
-    for name, task_mod, budget, had in zip(tasks, task_mods, budgets, have):
-        if budget > had:  # selecting by what the tasks before it measured
+    done = dict(enumerate(have))
+    for t, upto in _tuning_plan(reps, step, budgets):
+        if upto > done[t]:  # selecting by what the tasks before it measured
             if model is None:  # trained once; each run then adds what it measures
                 Path(work_dir).mkdir(parents=True, exist_ok=True)
                 measured = ms.database.JSONDatabase(work_dir=str(work_dir))
                 model = learned_model(measured, task_mods, target)
             tune_module(
-                task_mod,
+                task_mods[t],
                 Path(work_dir),
-                budget - had,
+                upto - done[t],
                 target,
-                label=f"dynamic {name}",
+                label=f"dynamic {list(tasks)[t]}",
                 population=population,
                 cost_model=model,
             )
+            done[t] = upto
     clock.lap("tune")
     database = ms.database.JSONDatabase(work_dir=str(work_dir))
 
@@ -765,6 +776,8 @@ def _checked_choice(
                 changed = True
         if changed or _ties_timed(pool, chosen, grid, bench):
             continue
+        if _rivals_timed(pool, chosen, grid, bench, skipped):
+            continue
         uncovered = [i for i in grid if min(pool[c].estimate[i] for c in chosen) == math.inf]
         if uncovered and widen is not None and widen(chosen, uncovered):
             continue
@@ -812,13 +825,14 @@ def _step_sizes(func: tirx.PrimFunc, names: list[str]) -> list[int]:
 def _representatives(
     instances: Mapping[str, Sequence[int]], names: list[str], step: list[int], reach: int | None
 ) -> list[Instance]:
-    """Listed values of the step's sizes at the shortest lengths (a short length is cheap
-    to measure and has the same step): every ``reach + 1``-th of each, its smallest and
-    largest included, so that every listed value is within ``reach`` places of a tuned
-    one, where that one's candidates are timed (all of them where ``reach`` is 0 or
-    None). Each task tuned costs the search's fixed cost (sampling and evolving its
-    population), more than its trials do. The grid's corners where there is no length
-    or no step size."""
+    """Listed values of the step's sizes, each at the shortest listed lengths where it
+    has ``ROWS`` rows (a short length is cheap to measure and has the same step; fewer
+    rows tile a hoisted product unlike any longer length's): every ``reach + 1``-th of
+    each, its smallest and largest included, so that every listed value is within
+    ``reach`` places of a tuned one, where that one's candidates are timed (all of them
+    where ``reach`` is 0 or None). Each task tuned costs the search's fixed cost
+    (sampling and evolving its population), more than its trials do. The grid's corners
+    where there is no length or no step size."""
     if not step or len(step) == len(names):
         return _corners(instances, names)
     stride = reach + 1 if reach else 1
@@ -826,11 +840,32 @@ def _representatives(
     def tuned(values: list[int]) -> list[int]:
         return sorted({*values[::stride], values[-1]})
 
-    values = [
-        tuned(sorted(set(instances[n]))) if k in step else [min(instances[n])]
-        for k, n in enumerate(names)
-    ]
-    return list(itertools.product(*values))
+    def at(sizes: tuple[int, ...]) -> Instance:
+        rows = math.prod(sizes)
+        value = iter(sizes)
+        return tuple(
+            next(value) if k in step else next(
+                (v for v in sorted(set(instances[n])) if rows * v >= ROWS), max(instances[n]))
+            for k, n in enumerate(names)
+        )
+
+    stepping = [tuned(sorted(set(instances[names[k]]))) for k in step]
+    return [at(sizes) for sizes in itertools.product(*stepping)]
+
+
+def _tuning_plan(
+    reps: Sequence[Instance], step: list[int], budgets: Sequence[int]
+) -> list[tuple[int, int]]:
+    """(index in ``reps``, the records its task is tuned up to), in order: the task at
+    the smallest step sizes in two halves, first and last, the others between them as
+    given. The first run has no measurement to select by, so its trials are a random
+    draw: a batch-1 task's are the cheapest to build and run, and they start the model;
+    its records spread the widest (a batch-1 step's time is the order it streams the
+    weights in), so its second half is selected by the model all the others trained.
+    A large batch tuned first, at random, builds slowest (notes.md)."""
+    smallest = min(range(len(reps)), key=lambda t: math.prod(reps[t][k] for k in step))
+    others = [(t, budgets[t]) for t in range(len(reps)) if t != smallest]
+    return [(smallest, math.ceil(budgets[smallest] / 2)), *others, (smallest, budgets[smallest])]
 
 
 def _near(values: Sequence[int], centre: int, reach: int | None) -> set[int]:
@@ -1168,6 +1203,50 @@ def _ties_timed(pool: list[_Kernel], chosen: list[int], grid: list[Instance], be
                 f"dynamic: at {i} the model's {figures[fastest]:.3g} ms for "
                 f"{pool[fastest].where} and {figures[now]:.3g} for {pool[now].where} are "
                 f"near; timed {pool[fastest].estimate[i]:.3g} and {pool[now].estimate[i]:.3g}"
+            )
+            moved = True
+    return moved
+
+
+def _rivals_timed(
+    pool: list[_Kernel], chosen: list[int], grid: list[Instance], bench, skipped: list[str]
+) -> bool:
+    """At the longest listed lengths, where the model extrapolates farthest from the two
+    short lengths timed, the kernels not chosen whose figure lies within ``SUSPECT`` of
+    the serving kernel's are timed there (checked first), and the serving kernel too:
+    two records of one task a few percent apart at the short lengths, in the order noise
+    gave them, can be further apart, either way, at the long ones. Only where the
+    serving kernel's figure is under ``RACE_MS``: longer runs time in seconds each, and
+    average their noise out. Whether one of them is now the faster there."""
+    longest = [max(i[k] for i in grid) for k in range(len(grid[0]))]
+    moved = False
+    for i in grid:
+        if any(i[k] != longest[k] for k in range(len(i)) if k not in bench.step):
+            continue
+        serving = min(chosen, key=lambda c: pool[c].estimate[i])
+        if pool[serving].estimate[i] >= RACE_MS:
+            continue
+        limit = SUSPECT * pool[serving].estimate[i]
+        rivals = [
+            r
+            for r, kernel in enumerate(pool)
+            if r not in chosen and i not in kernel.measured and kernel.estimate[i] <= limit
+        ]
+        if not rivals:
+            continue
+        for r in [serving, *rivals]:
+            if i in pool[r].measured:
+                continue
+            if r == serving or bench.right(pool[r], i):
+                pool[r].measured[i] = pool[r].estimate[i] = _timed(pool[r], i, pool, bench)
+            else:
+                pool[r].measured[i] = pool[r].estimate[i] = math.inf
+                skipped.append(f"{pool[r].where}: wrong result at {i}, not used there")
+        now = min([serving, *rivals], key=lambda r: pool[r].estimate[i])
+        if now != serving:
+            log(
+                f"dynamic: at {i} {pool[now].where} timed {pool[now].estimate[i]:.3g} ms, "
+                f"{pool[serving].where} {pool[serving].estimate[i]:.3g}; choosing again"
             )
             moved = True
     return moved
