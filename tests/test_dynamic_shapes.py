@@ -240,6 +240,32 @@ def test_where_no_record_replays_generic_the_untuned_function_serves_off_the_gri
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
 
 
+def test_a_record_with_no_generic_build_serves_the_batches_its_body_builds_at():
+    """A record replayed only with its body fixed (at batches 1 and 4), whose body at
+    batch 1 does not build (a persistent launch whose parallel loop batch 1 removes is
+    refused so): it serves batch 4, the reason kept for batch 1; a record whose every
+    body fails raises, and is skipped by the caller."""
+
+    class Bench:
+        step, names = [0], ["batch", "seq"]
+
+        def lib(self, kernel, instance):
+            if instance[0] == 1:
+                raise RuntimeError("persistent time loop 't': a BufferStore runs outside")
+            return object()
+
+    at = [(1, 16), (1, 64), (4, 16), (4, 64)]
+    kernel = dyn._Kernel(None, None, "r", {}, bodies={(1,): None, (4,): None})
+    skipped = []
+    assert dyn._built_bodies(kernel, at, Bench(), skipped) == [(4, 16), (4, 64)]
+    assert list(kernel.bodies) == [(4,)] and not kernel.serves((1,))
+    assert skipped == ["r: does not build at {'batch': 1} (RuntimeError: persistent time "
+                       "loop 't': a BufferStore runs outside)"]
+    only_1 = dyn._Kernel(None, None, "s", {}, bodies={(1,): None})
+    with pytest.raises(RuntimeError, match="persistent time loop"):
+        dyn._built_bodies(only_1, at[:2], Bench(), [])
+
+
 def test_a_kernel_far_slower_than_the_best_is_timed_once():
     """Timing races: one long run far slower than the best at an instance is the kernel's
     figure there; a run near the best, or one too short to trust, is timed in full."""

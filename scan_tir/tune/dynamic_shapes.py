@@ -416,6 +416,8 @@ def dynamic(
             log(f"dynamic: skipped {skipped[-1]}")
             continue
         try:
+            if kernel.bodies:  # no generic build to fall back on where a body fails
+                serves = _built_bodies(kernel, serves, bench, skipped)
             generic_wrong = kernel.lib is not None and not bench.right(kernel, off_grid, True)
             wrong = [off_grid] if generic_wrong else []
             wrong += [i for i in serves if not wrong and not bench.right(kernel, i)]
@@ -786,6 +788,33 @@ def _checked_choice(
                 f"dynamic: no candidate is right at {uncovered[:3]}: " + "; ".join(skipped)
             )
         return chosen
+
+
+def _built_bodies(
+    kernel: _Kernel, serves: list[Instance], bench: _Bench, skipped: list[str]
+) -> list[Instance]:
+    """``serves`` less the instances where ``kernel``, a record replayed only with its
+    body fixed (no generic build), has a body that does not build: a legality check or
+    TVM's codegen at those step sizes (a persistent launch whose parallel loop batch 1
+    removes is refused). Those step sizes are taken from its bodies, the reason kept;
+    where none builds, the error is raised and the record skipped."""
+    kept = []
+    for i in serves:
+        own = tuple(i[k] for k in bench.step)
+        if own not in kernel.bodies:  # taken already
+            continue
+        try:
+            bench.lib(kernel, i)
+        except Exception as err:
+            if len(kernel.bodies) == 1:
+                raise
+            del kernel.bodies[own]
+            where = dict(zip((bench.names[k] for k in bench.step), own))
+            skipped.append(f"{kernel.where}: does not build at {where} ({_last(err)})")
+            log(f"dynamic: {skipped[-1]}; not used there")
+            continue
+        kept.append(i)
+    return kept
 
 
 def _grid(func: tirx.PrimFunc, instances: Mapping[str, Sequence[int]]) -> tuple[list, list]:
