@@ -8,11 +8,10 @@ which the step's best tiles depend. So the function is tuned at listed values of
 step's sizes at the shortest length where the task has ``ROWS`` rows (cheap to measure;
 the grid's corners where no size shapes the step): every other one where candidates are
 timed one listed value away (``reach=1``), as each task costs the search's fixed cost
-more than its trials. Half the
-budget is split evenly among the tasks, the rest by the weighted work of the instances
-each stands for (:mod:`~scan_tir.tune.budget`): the large batches, which take most of the
-grid's time, get most of it. A task's search is too short for MetaSchedule's cost model
-to train within it, so it would measure a random draw of its samples; it selects them by
+more than its trials. The budget is split evenly among the tasks (or half of it by the
+weighted work each stands for: :mod:`~scan_tir.tune.budget`). A task's search is too
+short for MetaSchedule's cost model to train within it, so it would measure a random
+draw of its samples; it selects them by
 the model trained on what the tasks before it measured
 (:func:`~scan_tir.tune.search.learned_model`): one function at other batches. The
 smallest batch's task, whose records spread the widest, is tuned in two halves, first
@@ -353,7 +352,7 @@ def dynamic(
     log("dynamic: trials per task " + ", ".join(f"{n} {b}" for n, b in zip(tasks, budgets)))
     model = None
     have = records_of_each(Path(work_dir), task_mods)  # a run adds its own task's only
-    done = dict(enumerate(have))
+    done, names_of = dict(enumerate(have)), list(tasks)
     for t, upto in _tuning_plan(reps, step, budgets):
         if upto > done[t]:  # selecting by what the tasks before it measured
             if model is None:  # trained once; each run then adds what it measures
@@ -365,7 +364,7 @@ def dynamic(
                 Path(work_dir),
                 upto - done[t],
                 target,
-                label=f"dynamic {list(tasks)[t]}",
+                label=f"dynamic {names_of[t]}",
                 population=population,
                 cost_model=model,
             )
@@ -870,10 +869,9 @@ def _representatives(
         return sorted({*values[::stride], values[-1]})
 
     def at(sizes: tuple[int, ...]) -> Instance:
-        rows = math.prod(sizes)
-        value = iter(sizes)
+        fixed, rows = dict(zip(step, sizes)), math.prod(sizes)
         return tuple(
-            next(value) if k in step else next(
+            fixed[k] if k in fixed else next(
                 (v for v in sorted(set(instances[n])) if rows * v >= ROWS), max(instances[n]))
             for k, n in enumerate(names)
         )
