@@ -1,14 +1,18 @@
-"""scan_tir.tune.dynamic_shapes: one tuning for a grid of shapes, one dispatching function."""
+"""scan_tir.tune.dynamic_shapes: one tuning for a grid of shapes, one dispatching function;
+the choice and the dispatch on one shared tuning, or on no tuning at all.
+(test_dynamic_shapes_tuning.py: the tests that tune a work dir of their own.)"""
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import tvm
-import tvm_ffi
+from tuning import SIZES, symbolic_lstm, tune_dynamic
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
@@ -21,27 +25,20 @@ from scan_tir.tune import default_target
 from scan_tir.tune import dynamic_shapes as dyn
 from scan_tir.tune.symbolic import replay_sized, specialize, specialize_body
 
-SIZES = {"batch": 2, "input": 16, "hidden": 32}
-
-
-def symbolic_lstm(names=("seq",)):
-    return workloads.get("lstm", seq=16, **SIZES).symbolic_func(list(names))
+#: Four records of the task at batch 4, length 32: ``tune_dynamic(work_dir, trials=4)`` in
+#: a fresh work dir, logs removed. Tuning here drew records at random, and a draw whose
+#: generic builds took 12 s each, not one, made this file run for 23 minutes (notes.md);
+#: test_dynamic_shapes_tuning.py tunes.
+TUNED = Path(__file__).parent / "data" / "dynamic_lstm_b4s32"
 
 
 @pytest.fixture(scope="module")
 def tuned_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("dynamic")
-
-
-def tune(work_dir, **kwargs):
-    """Batch and length symbolic, tuned at one instance (two trials unless ``kwargs``
-    say more); its records timed at the four corners and predicted at none other (the
-    grid is its corners)."""
-    args = dict(trials=2, population=8, candidates=2, kernels=2, representatives=[(4, 32)])
-    return dyn.dynamic(
-        symbolic_lstm(["batch", "seq"]), work_dir, {"batch": [1, 4], "seq": [4, 32]},
-        **{**args, **kwargs},
-    )
+    """A copy of :data:`TUNED`: the budgets the tests ask for (four trials at most) are
+    spent already, so nothing here tunes."""
+    out = tmp_path_factory.mktemp("dynamic") / "db"
+    shutil.copytree(TUNED, out)
+    return out
 
 
 @pytest.mark.slow
@@ -49,7 +46,7 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
     """Listed shapes, shapes between and beyond them, batch 1 and length 1, and a long
     sequence, against numpy. The step's tiles over batch end in a partial tile at
     batches that are no multiple of theirs, and at batch 1 the only tile is partial."""
-    result = tune(tuned_dir)
+    result = tune_dynamic(tuned_dir)
     grid = {(1, 4), (1, 32), (4, 4), (4, 32)}
     assert set(result.table) == grid and set(result.latency_ms) == grid
     assert set(result.predicted_ms) == grid and set(result.served_ms) == grid
@@ -81,7 +78,7 @@ def test_a_batch_no_candidate_was_timed_at_gets_the_chosen_timed_there(tuned_dir
     """With ``reach=0`` the candidates tuned at batch 4 are built and timed at batch 4
     only; batch 1 has no figure until the chosen kernels are timed there (without that
     the choice fails: no candidate at batch 1). Right at both batches."""
-    result = tune(tuned_dir, reach=0)
+    result = tune_dynamic(tuned_dir, reach=0)
     assert {batch for batch, _ in result.table} == {1, 4}
     assert all(result.latency_ms[i] < float("inf") for i in result.table)
     lib = compile_func(result.func)
@@ -105,7 +102,7 @@ def test_a_body_that_does_not_build_fixed_at_a_batch_is_served_generic_there(
         return real(func, sizes)
 
     monkeypatch.setattr(dyn, "specialize_body", refusing_batch_1)
-    result = tune(tuned_dir)
+    result = tune_dynamic(tuned_dir)
     at_1 = {(k, (1,)) for (batch, _), k in result.table.items() if batch == 1}
     assert at_1 and at_1 <= result.unfixed
     lib = compile_func(result.func)
@@ -121,7 +118,7 @@ def test_kernels_are_checked_against_the_reference_given(tuned_dir):
     same kernels pass, and right; a reference one off everywhere leaves no kernel to
     serve."""
     numpy_at = workloads.get("lstm", seq=16, **SIZES).symbolic_case()
-    result = tune(tuned_dir, reference=numpy_at)
+    result = tune_dynamic(tuned_dir, reference=numpy_at)
     assert "of which the reference outputs" in result.seconds
     lib = compile_func(result.func)
     case = workloads.get("lstm", seq=33, **{**SIZES, "batch": 3})
@@ -133,14 +130,13 @@ def test_kernels_are_checked_against_the_reference_given(tuned_dir):
         return inputs, [a + 1.0 for a in want]
 
     with pytest.raises(ScanLoweringError, match="wrong result at"):
-        tune(tuned_dir, reference=one_off)
+        tune_dynamic(tuned_dir, reference=one_off)
 
 
 @pytest.mark.slow
 def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, monkeypatch):
-    """The run tunes to four records (two more where an earlier test tuned two); the
-    first record is made to fail to replay, generic and at its batch, and the result
-    comes from the others."""
+    """All four records are candidates; the first is made to fail to replay, generic
+    and at its batch, and the result comes from the others."""
     real, calls = dyn.replay_sized, []
 
     def failing_for_the_first(trace, func, cap=None):
@@ -152,7 +148,7 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
     monkeypatch.setattr(dyn, "replay_sized", failing_for_the_first)
     # Four records, not two: one tuned record may not replay where batch is symbolic on its
     # own (below), and with the first made to fail none would be left.
-    result = tune(tuned_dir, trials=4, candidates=4)
+    result = tune_dynamic(tuned_dir, trials=4, candidates=4)
     assert result.skipped[0] == (
         "batch4_seq32 #0: does not replay on the symbolic function (RuntimeError: no replay "
         "here), nor at {'batch': 4} (RuntimeError: no replay here)")
@@ -165,53 +161,6 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.slow
-def test_candidates_are_built_before_any_is_timed_and_one_that_does_not_build_is_skipped(
-    tuned_dir, monkeypatch
-):
-    """Every candidate's generic build is made with the others (:data:`~dyn.BUILDS` at
-    a time) before the first kernel runs, so nothing compiles during a timing; the first
-    one is made to fail: that candidate is skipped with the reason, the others serve."""
-    replayed, build, events, generic = dyn._replayed, dyn._build, [], []
-
-    def marked(*args):
-        kernel = replayed(*args)
-        if not isinstance(kernel, str) and not kernel.bodies:  # it has a generic build
-            first = not generic
-            kernel.func = kernel.func.with_attr("test.generic", "fails" if first else "builds")
-            generic.append(kernel.func)
-            events.append("test.generic")
-        return kernel
-
-    def failing_the_first(func, target):
-        # the generic function itself, not a body derived from it (one specialized where
-        # a replay fails, or padded), which keeps its attributes
-        mark = any(func.same_as(g) for g in generic)
-        events.append("generic build" if mark else "build")
-        if mark and func.same_as(generic[0]):
-            raise RuntimeError("no code for this one")
-        return build(func, target)
-
-    def check(self, lib, instance):
-        events.append("run")
-        return real_check(self, lib, instance)
-
-    real_check = dyn._Bench.check
-    monkeypatch.setattr(dyn, "_replayed", marked)
-    monkeypatch.setattr(dyn, "_build", failing_the_first)
-    monkeypatch.setattr(dyn._Bench, "check", check)
-    result = tune(tuned_dir, trials=4, candidates=4)
-    failed = [s for s in result.skipped if "no code for this one" in s]
-    assert len(failed) == 1 and failed[0].endswith(
-        ": does not build (RuntimeError: no code for this one)"
-    )
-    first_run = events.index("run")
-    assert events.count("generic build") == events.count("test.generic") >= 2
-    assert "generic build" not in events[first_run:]
-    lib = compile_func(result.func)
-    case = workloads.get("lstm", seq=7, **{**SIZES, "batch": 3})
-    got, want = outputs(case, lib, case.input_arrays())
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -230,7 +179,7 @@ def test_where_no_record_replays_generic_the_untuned_function_serves_off_the_gri
         return real(trace, func, cap)  # then on its body fixed at its batch and those near
 
     monkeypatch.setattr(dyn, "replay_sized", refuses_a_symbolic_batch)
-    result = tune(tuned_dir)
+    result = tune_dynamic(tuned_dir)
     assert result.skipped[-1].startswith("no tuned record replays on the symbolic function")
     assert any("batch" in str(k.body) for k in result.kernels)  # the untuned one
     lib = compile_func(result.func)
@@ -434,37 +383,6 @@ def test_the_batch_shapes_the_step_and_the_length_only_repeats_it():
     assert dyn._representatives({"seq": [16, 64, 256]}, ["seq"], [], 1) == [(16,), (256,)]
 
 
-@pytest.mark.slow
-def test_a_record_that_replays_only_at_its_batch_serves_that_batch(tmp_path, monkeypatch):
-    """A schedule tuned at batch 1 may fuse the batch loop (extent 1) with another, which
-    the symbolic batch refuses: made to happen here, that record is replayed with the
-    batch fixed and serves the batches it replays at only; shapes off the grid go to a
-    generic kernel, and every shape is right."""
-    real, refused = dyn.replay_sized, []
-
-    def refuses_the_first_generic(trace, func, cap=None):
-        if not refused and "batch" in str(func.body):
-            refused.append(trace)
-            raise ValueError("Merge loop's `extent` must be same")
-        return real(trace, func, cap)
-
-    monkeypatch.setattr(dyn, "replay_sized", refuses_the_first_generic)
-    # Three records per batch: a record tuned at batch 4 may not replay where batch is
-    # symbolic on its own either, and one generic kernel is needed off the grid.
-    result = dyn.dynamic(
-        symbolic_lstm(["batch", "seq"]), tmp_path, {"batch": [1, 4], "seq": [4, 32]},
-        trials=6, population=8, candidates=3, kernels=2,
-    )
-    assert refused and any(
-        "serves {'batch': 1}" in s and "(ValueError: Merge loop" in s
-        for s in result.skipped
-    )
-    lib = compile_func(result.func)
-    for batch, seq in [(1, 1), (1, 32), (1, 40), (2, 5), (4, 4), (5, 33)]:
-        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
-        got, want = outputs(case, lib, case.input_arrays())
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
 
 
 def test_a_record_refused_where_batch_is_symbolic_serves_each_batch_it_replays_at(
@@ -782,75 +700,8 @@ def test_longer_lengths_are_fitted_on_the_body_not_held():
     assert estimate[(4, 256)] == float("inf")  # never timed at batch 4
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("held_faster", [True, False])
-def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
-    tmp_path, monkeypatch, held_faster
-):
-    """A record tuned at 32 steps tiles the GRU's hoisted product by 32 steps: at the
-    listed 4 steps its body is replayed with the tile held to 4 steps (a body of its
-    own, keyed so) where that body is timed the faster, else the body not held serves
-    there too; at 32 steps it keeps its tile; every shape right against numpy."""
-    timed = dyn._Bench.time
-
-    def time(self, kernel, instance, best=float("inf"), generic=False, hold=True):
-        ms_ = timed(self, kernel, instance, best, generic, hold)  # built, run, timed
-        if instance == (2, 4) and not generic:  # which body wins, made deterministic
-            return 1.0 if hold == held_faster else 2.0
-        return ms_
-
-    monkeypatch.setattr(dyn._Bench, "time", time)
-    func = workloads.get("gru", seq=32, **SIZES).symbolic_func(["batch", "seq"])
-    func = func.with_attr("global_symbol", "main")
-    mod = tvm.IRModule({"main": specialize(func, {"batch": 2, "seq": 32})})
-    sch = s_tir.Schedule(mod)
-    rows = sch.get_loops(sch.get_sblock("xw_dense"))[0]
-    sch.split(rows, sch.sample_perfect_tile(rows, n=2, decision=[1, 32]))
-    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
-    target = default_target()
-    database.commit_tuning_record(
-        ms.database.TuningRecord(sch.trace, database.commit_workload(mod), [1e-3], target)
-    )
-    result = dyn.dynamic(  # the record committed is the task's one trial: nothing tuned
-        func, tmp_path, {"batch": [2], "seq": [4, 32]}, trials=1, candidates=1, kernels=1,
-        representatives=[(2, 32)], target=target,
-        reference=workloads.get("gru", seq=32, **SIZES).symbolic_case(),
-    )
-    held = (2, ("seq", 4)) if held_faster else (2,)
-    assert result.keys == {(2, 4): held, (2, 32): (2,)}
-    # generic, at 32 steps, held to 4 (if); padded below batch 2, in chunks of it beyond
-    bodies = 2 + held_faster + len(result.padded) + bool(result.chunked)
-    assert len(find_scans(result.func)) == bodies
-    lib = compile_func(result.func)
-    for batch, seq in [(2, 1), (2, 4), (2, 5), (2, 32), (2, 33), (1, 3), (3, 40)]:
-        case = workloads.get("gru", seq=seq, **{**SIZES, "batch": batch})
-        got, want = outputs(case, lib, case.input_arrays())
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
 
 
-@pytest.mark.slow
-def test_each_task_selects_by_the_model_trained_on_the_tasks_before_it(tmp_path, monkeypatch):
-    """The first run's model has no record and scores at random; each later one holds
-    every record measured before it (a run this short never trains its own). The
-    smallest batch's task is tuned in two halves, first and last."""
-    seen = []
-    tune_module = dyn.tune_module
-
-    def recording(mod, work_dir, trials, target, **kwargs):
-        seen.append((mod, trials, kwargs["cost_model"].data_size))
-        return tune_module(mod, work_dir, trials, target, **kwargs)
-
-    monkeypatch.setattr(dyn, "tune_module", recording)
-    tune(tmp_path, trials=8, representatives=[(4, 4), (1, 4)])
-    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
-    batch_1 = database.commit_workload(seen[0][0])
-    assert len(database.get_top_k(batch_1, 100)) == 4  # the budget split evenly
-    assert [(trials, size) for _, trials, size in seen] == [(2, 0), (4, 2), (2, 6)]
-    assert seen[2][0] is seen[0][0] and seen[1][0] is not seen[0][0]
-    batch_4 = specialize(symbolic_lstm(["batch", "seq"]), {"batch": 4, "seq": 4})
-    assert tvm_ffi.structural_equal(
-        seen[1][0]["main"].without_attr("global_symbol"), batch_4.without_attr("global_symbol"))
 
 
 def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_for(
@@ -888,31 +739,6 @@ def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_f
     assert asked == [("dynamic batch4_seq4", 8), ("dynamic batch1_seq4", 5 - 3)]
 
 
-@pytest.mark.slow
-def test_a_candidate_is_timed_where_its_task_was_tuned(tmp_path, monkeypatch):
-    """Candidates are timed at the two shortest lengths, which fit the length's cost;
-    one tuned at a longer length is timed there too, else its figure where it was
-    tuned would be the line's extrapolation from the short lengths."""
-    timed = []
-    time_ = dyn._time
-    monkeypatch.setattr(
-        dyn, "_time", lambda kernel, at, *rest: (timed.append(list(at)), time_(kernel, at, *rest))
-    )
-    func = workloads.get("gru", seq=32, **SIZES).symbolic_func(["batch", "seq"])
-    mod = tvm.IRModule({"main": specialize(func.with_attr("global_symbol", "main"),
-                                           {"batch": 2, "seq": 32})})
-    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
-    target = default_target()
-    sch = s_tir.Schedule(mod)
-    sch.get_sblock("xw_dense")  # the default schedule: get_top_k drops an empty trace
-    database.commit_tuning_record(ms.database.TuningRecord(
-        sch.trace, database.commit_workload(mod), [1e-3], target))
-    dyn.dynamic(  # the record committed is the task's one trial: nothing tuned
-        func, tmp_path, {"batch": [2], "seq": [4, 8, 32]}, trials=1, candidates=1,
-        kernels=1, representatives=[(2, 32)], target=target,
-        reference=workloads.get("gru", seq=32, **SIZES).symbolic_case(),
-    )
-    assert timed[0] == [(2, 4), (2, 8), (2, 32)]
 
 
 def test_a_body_at_a_smaller_batch_is_the_record_replayed_there():
@@ -942,33 +768,3 @@ def test_a_body_at_a_smaller_batch_is_the_record_replayed_there():
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.slow
-def test_weights_packed_once_serve_every_shape(tmp_path):
-    """With the weights layout-free, the tasks are tuned on packed weights and the
-    dispatching function takes them packed, one parameter per distinct layout of its
-    kernels: one ``prepack``, then right at listed shapes, between and beyond them, at
-    batch 1 and length 1 and at a long length, all on the same packed tensors."""
-    wl = workloads.get("lstm", seq=16, **SIZES)
-    func = wl.symbolic_func(["batch", "seq"], packed=True)
-    result = dyn.dynamic(
-        func, tmp_path, {"batch": [1, 4], "seq": [4, 32]}, trials=4, population=8,
-        candidates=2, kernels=2, representatives=[(4, 32)], reference=wl.symbolic_case(),
-    )
-    assert result.packed, "no kernel packs a weight: the test checked nothing"
-    lib = result.compile()
-    weights = [int(i) for i in func.attrs["layout_free_buffers"]]
-    given = wl.input_arrays(seed=5)
-    packed = None
-    for batch, seq in [(1, 1), (4, 32), (3, 5), (1, 3), (5, 33), (2, 1024)]:
-        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
-        inputs = [given[k] if k in weights else a for k, a in enumerate(case.input_arrays())]
-        want = case.numpy(inputs)
-        args = [tvm.runtime.tensor(a) for a in inputs]
-        args += [tvm.runtime.tensor(np.zeros(w.shape, "float32")) for w in want]
-        if packed is None:  # once, from the first call's weights
-            packed = [tvm.runtime.tensor(np.zeros(s, d)) for s, d in result.packed]
-            lib["prepack"](*args, *packed)
-        lib["main"](*args, *packed)
-        for got, w in zip(args[len(inputs):], want):
-            np.testing.assert_allclose(got.numpy(), w, rtol=1e-5, atol=1e-5,
-                                       err_msg=f"{batch=} {seq=}")

@@ -15,7 +15,8 @@ from util import assert_close, assert_scans_kept, compile_func, outputs
 
 import scan_tir
 from scan_tir.db.replay import replay
-from scan_tir.tune import build_candidate
+from scan_tir.tune import build_candidate, dynamic_shapes
+from scan_tir.workloads import get
 
 
 def quick_search() -> dict:
@@ -76,3 +77,24 @@ def tune_and_replay(
         assert_scans_kept(scheduled, func)
         got, ref = outputs(workload, compile_func(scheduled), inputs)
         assert_close(got, ref)
+
+
+# --- dynamic shapes: one small LSTM, batch and length symbolic ------------------------------
+
+#: The LSTM's sizes in the dynamic-shape tests; ``batch`` is the default where it stays fixed.
+SIZES = {"batch": 2, "input": 16, "hidden": 32}
+
+
+def symbolic_lstm(names=("seq",)) -> tirx.PrimFunc:
+    return get("lstm", seq=16, **SIZES).symbolic_func(list(names))
+
+
+def tune_dynamic(work_dir: Path, **kwargs) -> dynamic_shapes.Dynamic:
+    """Batch and length symbolic, tuned at one instance (two trials unless ``kwargs``
+    say more); its records timed at the four corners and predicted at none other (the
+    grid is its corners)."""
+    args = dict(trials=2, population=8, candidates=2, kernels=2, representatives=[(4, 32)])
+    return dynamic_shapes.dynamic(
+        symbolic_lstm(["batch", "seq"]), work_dir, {"batch": [1, 4], "seq": [4, 32]},
+        **{**args, **kwargs},
+    )
