@@ -551,8 +551,9 @@ def test_uncovered_instances_are_timed_and_checking_runs_are_not_figures():
 
 def test_a_checking_run_off_the_prediction_is_timed_and_the_choice_made_again():
     """The model predicts kernel A the faster at the long instance; A's checking run
-    there is far slower than predicted, so A is timed there, and
-    the choice, made again, takes B, whose checking run agrees with its prediction."""
+    there is far slower than predicted, so A is timed there, twice (the second after
+    the other checks), and the choice, made again, takes B, whose checking run agrees
+    with its prediction."""
     short, long = (2, 16), (2, 256)
 
     class Bench:
@@ -570,7 +571,7 @@ def test_a_checking_run_off_the_prediction_is_timed_and_the_choice_made_again():
     a = dyn._Kernel(None, object(), "A", {short: 1.0, long: 10.0}, measured={short: 1.0})
     b = dyn._Kernel(None, object(), "B", {short: 1.2, long: 14.0}, measured={short: 1.2})
     chosen = dyn._checked_choice([a, b], [short, long], {short: 1, long: 1}, 1, Bench(), [])
-    assert chosen == [1] and Bench.timed == [("A", long)]
+    assert chosen == [1] and Bench.timed == [("A", long), ("A", long)]
     assert a.estimate[long] == a.measured[long] == 30.0
     assert b.estimate[long] == 14.0 and long not in b.measured  # within SUSPECT: kept
 
@@ -592,6 +593,28 @@ class _Retiming:
 
     def right(self, kernel, instance):
         return self.calls[(kernel.where, instance)]
+
+
+def test_a_figure_off_the_prediction_is_timed_again_after_the_other_checks():
+    """A's checking runs and its timing at the long instance are all twice the model's
+    figure (the machine slowed for a second, as in GRU 17's choice): it is timed again
+    once the other instances are checked, agrees with the model this time, and stays
+    chosen with the faster figure."""
+    short, long, longest = (2, 16), (2, 256), (2, 1024)
+    bench = _Retiming(
+        {("A", long): [20.0, 10.5]},
+        {("A", short): 1.0, ("A", long): 20.0, ("A", longest): 40.0,
+         ("B", short): 1.2, ("B", long): 14.0, ("B", longest): 52.0},
+    )
+    a = dyn._Kernel(None, object(), "A", {short: 1.0, long: 10.0, longest: 40.0},
+                    measured={short: 1.0})
+    b = dyn._Kernel(None, object(), "B", {short: 1.2, long: 14.0, longest: 52.0},
+                    measured={short: 1.2})  # taken on A's first figure (101 ms to 95.2)
+    grid = [short, long, longest]
+    weights = {short: 1, long: 3, longest: 1}
+    chosen = dyn._checked_choice([a, b], grid, weights, 1, bench, [])
+    assert chosen == [0] and bench.timed == [("A", long), ("A", long)]
+    assert a.estimate[long] == a.measured[long] == 10.5
 
 
 def test_a_shorter_length_timed_slower_than_a_longer_one_is_timed_again():

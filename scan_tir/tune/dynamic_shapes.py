@@ -742,12 +742,16 @@ def _checked_choice(
     (it says whether it timed any). A checking run off the model's figure by more than
     ``SUSPECT``, and a second call after it too (a first call overstates), gets the
     kernel timed there: the model's extrapolation to long lengths misses their cache
-    effects. Where the figure timed moves so, the choice is made again; and so where a
-    timed figure is far above both calls (:func:`_overstated`)."""
+    effects. Where the figure timed moves so, it is timed again after the other checks,
+    the faster figure kept (a slowdown of the machine lasting a second once spoiled both
+    calls and the timing, and the choice: notes.md), and if that one moves so too, the
+    choice is made again; and so where a timed figure is far above both calls
+    (:func:`_overstated`)."""
     while True:
         timed = [(p.func, p.estimate) for p in pool]
         chosen = _choose(timed, grid, weights, k, [p.lib is not None for p in pool])
         changed = False
+        off: list[tuple[int, Instance, float]] = []  # timed off the model: (kernel, at, model)
         for c in chosen:
             for i in grid:
                 if i in pool[c].checked or pool[c].estimate[i] == math.inf:
@@ -765,15 +769,21 @@ def _checked_choice(
                     figure = bench.time(pool[c], i, _best(pool, i))
                     pool[c].measured[i] = pool[c].estimate[i] = figure
                     if not model / SUSPECT <= figure <= model * SUSPECT:
-                        log(
-                            f"dynamic: {pool[c].where} at {i}: {figure:.3g} ms, "
-                            f"predicted {model:.3g}; choosing again"
-                        )
-                        changed = True
+                        off.append((c, i, model))
                     continue
                 pool[c].estimate[i] = pool[c].measured[i] = math.inf
                 skipped.append(f"{pool[c].where}: wrong result at {i}, not used there")
                 log(f"dynamic: {pool[c].where} is wrong at {i}; not used there")
+                changed = True
+        for c, i, model in off:
+            first = pool[c].measured[i]
+            figure = min(first, bench.time(pool[c], i, _best(pool, i)))
+            pool[c].measured[i] = pool[c].estimate[i] = figure
+            if not model / SUSPECT <= figure <= model * SUSPECT:
+                log(
+                    f"dynamic: {pool[c].where} at {i}: {figure:.3g} ms (timed {first:.3g} "
+                    f"first), predicted {model:.3g}; choosing again"
+                )
                 changed = True
         if changed or _ties_timed(pool, chosen, grid, bench):
             continue
