@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import tvm
-from tuning import SIZES, symbolic_lstm, tune_dynamic
+from tuning import SIZES, assert_right_at, symbolic_lstm, tune_dynamic
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 from tvm.script import tirx as T
@@ -66,11 +66,7 @@ def test_one_function_serves_every_batch_and_length(tuned_dir):
         len(generic) + len(fixed - result.unfixed) + len(padded) + len(chunked))
     lib = result.compile()
     assert lib is result.built[1]  # the build checked while choosing
-    for batch, seq in [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)]:
-        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
-        got, want = outputs(case, lib, case.input_arrays())
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
+    assert_right_at(lib, "lstm", [(1, 1), (1, 3), (4, 4), (3, 5), (4, 32), (5, 33), (2, 1024)])
 
 
 @pytest.mark.slow
@@ -159,8 +155,6 @@ def test_a_record_that_does_not_replay_is_skipped_with_its_reason(tuned_dir, mon
     case = workloads.get("lstm", seq=7, **{**SIZES, "batch": 3})
     got, want = outputs(case, lib, case.input_arrays())
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
-
-
 
 
 @pytest.mark.slow
@@ -381,8 +375,6 @@ def test_the_batch_shapes_the_step_and_the_length_only_repeats_it():
         (1, 16), (1, 64), (2, 16), (2, 64), (4, 16), (4, 64)]
     assert dyn._step_sizes(symbolic_lstm(["seq"]), ["seq"]) == []
     assert dyn._representatives({"seq": [16, 64, 256]}, ["seq"], [], 1) == [(16,), (256,)]
-
-
 
 
 def test_a_record_refused_where_batch_is_symbolic_serves_each_batch_it_replays_at(
@@ -723,10 +715,6 @@ def test_longer_lengths_are_fitted_on_the_body_not_held():
     assert estimate[(4, 256)] == float("inf")  # never timed at batch 4
 
 
-
-
-
-
 def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_for(
     tmp_path, monkeypatch
 ):
@@ -760,8 +748,6 @@ def test_half_the_budget_goes_evenly_and_the_rest_by_the_work_each_task_stands_f
                     split_by="work", representatives=[(1, 4), (4, 4)], population=8)
     # batch 1's first half (3 of 5) is there already; its second half comes last
     assert asked == [("dynamic batch4_seq4", 8), ("dynamic batch1_seq4", 5 - 3)]
-
-
 
 
 def test_a_body_at_a_smaller_batch_is_the_record_replayed_there():

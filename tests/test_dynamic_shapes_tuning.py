@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tvm
 import tvm_ffi
-from tuning import SIZES, symbolic_lstm, tune_dynamic
+from tuning import SIZES, assert_right_at, symbolic_lstm, tune_dynamic
 from tvm import s_tir
 from tvm.s_tir import meta_schedule as ms
 from util import compile_func, outputs
@@ -101,11 +101,7 @@ def test_a_record_that_replays_only_at_its_batch_serves_that_batch(tmp_path, mon
         for s in result.skipped
     )
     lib = compile_func(result.func)
-    for batch, seq in [(1, 1), (1, 32), (1, 40), (2, 5), (4, 4), (5, 33)]:
-        case = workloads.get("lstm", seq=seq, **{**SIZES, "batch": batch})
-        got, want = outputs(case, lib, case.input_arrays())
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
+    assert_right_at(lib, "lstm", [(1, 1), (1, 32), (1, 40), (2, 5), (4, 4), (5, 33)])
 
 
 @pytest.mark.slow
@@ -148,11 +144,7 @@ def test_a_row_tile_longer_than_a_listed_length_is_held_to_it_there(
     bodies = 2 + held_faster + len(result.padded) + bool(result.chunked)
     assert len(find_scans(result.func)) == bodies
     lib = compile_func(result.func)
-    for batch, seq in [(2, 1), (2, 4), (2, 5), (2, 32), (2, 33), (1, 3), (3, 40)]:
-        case = workloads.get("gru", seq=seq, **{**SIZES, "batch": batch})
-        got, want = outputs(case, lib, case.input_arrays())
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
+    assert_right_at(lib, "gru", [(2, 1), (2, 4), (2, 5), (2, 32), (2, 33), (1, 3), (3, 40)])
 
 
 @pytest.mark.slow

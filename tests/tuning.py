@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import tvm
 from tvm import tirx
 from tvm.s_tir import meta_schedule as ms
@@ -98,3 +99,13 @@ def tune_dynamic(work_dir: Path, **kwargs) -> dynamic_shapes.Dynamic:
         symbolic_lstm(["batch", "seq"]), work_dir, {"batch": [1, 4], "seq": [4, 32]},
         **{**args, **kwargs},
     )
+
+
+def assert_right_at(lib, recurrence: str, shapes: list[tuple[int, int]]) -> None:
+    """``lib`` against numpy at each (batch, length) of ``shapes``, ``recurrence`` (a zoo
+    name) at :data:`SIZES`."""
+    for batch, seq in shapes:
+        case = get(recurrence, seq=seq, **{**SIZES, "batch": batch})
+        got, want = outputs(case, lib, case.input_arrays())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"{batch=} {seq=}")
